@@ -1,0 +1,1 @@
+"""agent-journal: an event-sourced journal engine for AI-agent state."""

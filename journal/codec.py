@@ -1,0 +1,470 @@
+"""Record and checkpoint byte formats, the event registry and upcasters.
+
+The formats are specified in ``docs/FORMAT.md`` (format version 1). Everything here is
+pure: no I/O, so the replay hot path and the tests exercise it directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from journal import events as ev
+from journal.errors import CorruptRecordError
+
+__all__ = [
+    "BLOB_THRESHOLD",
+    "GENESIS_HASH",
+    "CheckpointBody",
+    "EncodedRecord",
+    "Envelope",
+    "ParsedRecord",
+    "Record",
+    "RecordBody",
+    "decode_checkpoint",
+    "decode_event",
+    "encode_checkpoint",
+    "encode_record",
+    "event_type_name",
+    "is_registered",
+    "parse_record",
+    "register_event",
+    "register_upcaster",
+]
+
+FORMAT_VERSION = 1
+RECORD_MAGIC = b"AJR1"
+CHECKPOINT_MAGIC = b"AJC1"
+GENESIS_HASH = bytes(32)
+"""The ``prev_hash`` of version 1."""
+
+BLOB_THRESHOLD = 64 * 1024
+"""Encoded events larger than this are stored once as ``blobs/<sha256>``."""
+
+_HEADER = struct.Struct(">4sI")
+_CRC = struct.Struct(">I")
+_NIL = msgspec.Raw(b"\xc0")
+
+
+# --- wire structures ------------------------------------------------------------
+
+
+class Envelope(msgspec.Struct, array_like=True, frozen=True):
+    """One event on the wire: its type name, schema, flag, and bytes or blob ref."""
+
+    type: str
+    schema: int
+    required: bool
+    data: msgspec.Raw
+    blob: str | None = None
+
+
+class RecordBody(msgspec.Struct, array_like=True, frozen=True):
+    """The canonical body of a record; its bytes are what the hash chain covers."""
+
+    format: int
+    version: int
+    epoch: int
+    writer: str
+    batch_id: str
+    run_id: str | None
+    committed_at: float
+    prev_hash: bytes
+    events: list[Envelope]
+
+
+class Record(msgspec.Struct, frozen=True):
+    """One decoded commit of a thread.
+
+    Attributes:
+        version: 1-based position in the thread.
+        epoch: The writer's fencing epoch.
+        writer: The writer's holder id.
+        batch_id: The idempotency key of the append.
+        run_id: The run the record belongs to, if any.
+        committed_at: The writer's wall clock at commit (informational only).
+        prev_hash: Hex SHA-256 of the previous record (zeros for version 1).
+        hash: Hex SHA-256 of ``prev_hash`` and this record's canonical body.
+        events: The events, decoded; unknown types are ``UnknownEvent``.
+        size: The record's size in bytes on storage.
+    """
+
+    version: int
+    epoch: int
+    writer: str
+    batch_id: str
+    run_id: str | None
+    committed_at: float
+    prev_hash: str
+    hash: str
+    events: list[Any]
+    size: int = 0
+
+
+class CheckpointBody(msgspec.Struct, array_like=True, frozen=True):
+    """A checkpoint: the non-message state, and message chunks by reference."""
+
+    format: int
+    version: int
+    record_hash: bytes
+    created_at: float
+    state: bytes
+    chunks: list[str]
+    message_count: int
+
+
+@dataclass(slots=True)
+class EncodedRecord:
+    """A record ready to publish, with the blobs that must exist before it."""
+
+    data: bytes
+    hash: bytes
+    content_digest: bytes
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ParsedRecord:
+    """A record whose framing, checksum and hash were verified; events still raw."""
+
+    body: RecordBody
+    hash: bytes
+    size: int
+
+    @property
+    def blob_refs(self) -> list[str]:
+        """The blobs this record's events are stored in."""
+        return [e.blob for e in self.body.events if e.blob is not None]
+
+    def content_digest(self) -> bytes:
+        """The digest that idempotent retries compare (events only)."""
+        return _content_digest(self.body.events)
+
+
+# --- the event registry ---------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _EventType:
+    cls: type[msgspec.Struct]
+    name: str
+    required: bool
+    schema: int
+    decoder: msgspec.msgpack.Decoder[Any]
+
+
+_BY_NAME: dict[str, _EventType] = {}
+_BY_CLASS: dict[type, _EventType] = {}
+_UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def register_event(
+    cls: type[msgspec.Struct],
+    *,
+    name: str | None = None,
+    required: bool | None = None,
+    schema: int | None = None,
+) -> type[msgspec.Struct]:
+    """Register an application event type so records can carry it.
+
+    Usable as a decorator. Extensions are optional (``required=False``) unless
+    declared: a reader that does not know an optional event skips it, while one that
+    does not know a required event refuses to build state.
+
+    Args:
+        cls: A ``journal.Event`` subclass (a frozen, tagged ``msgspec.Struct``).
+        name: The type name on the wire; defaults to the class name.
+        required: Whether unknown readers must fail closed.
+        schema: The schema version written; older versions are upgraded by the
+            upcasters registered for this type.
+
+    Returns:
+        ``cls``, unchanged.
+
+    Raises:
+        ValueError: The name is taken by another class.
+        TypeError: ``cls`` is not a msgspec Struct.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, msgspec.Struct)):
+        raise TypeError(f"register_event needs a msgspec.Struct class, not {cls!r}")
+    type_name = name or cls.__name__
+    existing = _BY_NAME.get(type_name)
+    if existing is not None and existing.cls is not cls:
+        raise ValueError(
+            f"event type name {type_name!r} is already registered to "
+            f"{existing.cls.__module__}.{existing.cls.__qualname__}"
+        )
+    # Extensions are optional unless declared here or on the class itself; the
+    # inherited ``Event.required`` default describes the built-ins only.
+    declared = cls.__dict__.get("required", False)
+    is_required = bool(required) if required is not None else bool(declared)
+    version = schema if schema is not None else int(getattr(cls, "schema", 1))
+    if version < 1:
+        raise ValueError(f"schema must be >= 1, not {version}")
+    info = _EventType(cls, type_name, is_required, version, msgspec.msgpack.Decoder(cls))
+    _BY_NAME[type_name] = info
+    _BY_CLASS[cls] = info
+    return cls
+
+
+def register_upcaster(
+    type_name: str,
+    from_schema: int,
+    upcaster: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """Register a function upgrading ``type_name`` events from ``from_schema``.
+
+    The function receives the old event's fields as a dict and returns them as of
+    schema ``from_schema + 1``. Chains run until the registered schema is reached.
+    """
+    if from_schema < 1:
+        raise ValueError(f"from_schema must be >= 1, not {from_schema}")
+    _UPCASTERS[(type_name, from_schema)] = upcaster
+
+
+def is_registered(type_name: str) -> bool:
+    """Whether ``type_name`` is a known event type."""
+    return type_name in _BY_NAME
+
+
+def event_type_name(event: object) -> str:
+    """The wire type name of an event instance."""
+    if isinstance(event, ev.UnknownEvent):
+        return event.type
+    info = _BY_CLASS.get(type(event))
+    if info is None:
+        raise TypeError(
+            f"{type(event).__qualname__} is not a registered event type; "
+            "call journal.register_event on it first"
+        )
+    return info.name
+
+
+_BUILTINS: tuple[type[ev.Event], ...] = (
+    ev.ThreadCreated, ev.LeaseAcquired, ev.RunStarted, ev.RunCompleted, ev.RunFailed,
+    ev.RunInterrupted, ev.MessageAppended, ev.ContextCompacted, ev.SummarySet,
+    ev.ContextCleared, ev.ToolCallRequested, ev.ToolCallCompleted,
+    ev.ToolCallReconciled, ev.ToolGroupActivated, ev.ToolGroupDeactivated,
+    ev.PermissionRuleSet, ev.PermissionRuleRemoved, ev.PermissionModeSet,
+    ev.PlanModeEntered, ev.PlanModeExited, ev.TodosWritten, ev.TaskBegun,
+    ev.RequirementDecided, ev.EvidenceBound, ev.VerificationRecorded,
+    ev.AgentStateReplaced,
+)
+for _cls in _BUILTINS:
+    register_event(_cls, required=True)
+
+
+# --- records --------------------------------------------------------------------
+
+_encoder = msgspec.msgpack.Encoder()
+_body_decoder = msgspec.msgpack.Decoder(RecordBody)
+_checkpoint_decoder = msgspec.msgpack.Decoder(CheckpointBody)
+
+
+def _content_digest(envelopes: Sequence[Envelope]) -> bytes:
+    return hashlib.sha256(_encoder.encode(envelopes)).digest()
+
+
+def _frame(magic: bytes, body: bytes, trailer: bytes = b"") -> bytes:
+    head = _HEADER.pack(magic, len(body))
+    crc = zlib.crc32(trailer, zlib.crc32(body, zlib.crc32(head)))
+    return b"".join((head, body, trailer, _CRC.pack(crc)))
+
+
+def _unframe(magic: bytes, raw: bytes, trailer_len: int, what: str) -> tuple[bytes, bytes]:
+    """Check framing and checksum; return (body, trailer)."""
+    minimum = _HEADER.size + trailer_len + _CRC.size
+    if len(raw) < minimum:
+        raise ValueError(f"{what} is truncated ({len(raw)} bytes)")
+    (crc,) = _CRC.unpack_from(raw, len(raw) - _CRC.size)
+    if zlib.crc32(memoryview(raw)[: -_CRC.size]) != crc:
+        raise ValueError(f"{what} checksum mismatch")
+    found, length = _HEADER.unpack_from(raw)
+    if found != magic:
+        raise ValueError(f"{what} has magic {found!r}, expected {magic!r}")
+    if _HEADER.size + length + trailer_len + _CRC.size != len(raw):
+        raise ValueError(f"{what} length field disagrees with its size")
+    end = _HEADER.size + length
+    return raw[_HEADER.size : end], raw[end : end + trailer_len]
+
+
+def _envelope(event: object, threshold: int, blobs: dict[str, bytes]) -> Envelope:
+    if isinstance(event, ev.UnknownEvent):
+        # Re-emitting an unknown event keeps its bytes exactly as the writer made them.
+        return Envelope(event.type, event.schema, event.required, msgspec.Raw(event.data))
+    info = _BY_CLASS.get(type(event))
+    if info is None:
+        raise TypeError(
+            f"{type(event).__qualname__} is not a registered event type; "
+            "call journal.register_event on it first"
+        )
+    data = _encoder.encode(event)
+    if len(data) > threshold:
+        digest = hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return Envelope(info.name, info.schema, info.required, _NIL, digest)
+    return Envelope(info.name, info.schema, info.required, msgspec.Raw(data))
+
+
+def encode_record(
+    *,
+    version: int,
+    epoch: int,
+    writer: str,
+    batch_id: str,
+    run_id: str | None,
+    committed_at: float,
+    prev_hash: bytes,
+    events: Iterable[object],
+    blob_threshold: int = BLOB_THRESHOLD,
+) -> EncodedRecord:
+    """Encode one record (pure).
+
+    Raises:
+        TypeError: An event's type is not registered.
+    """
+    blobs: dict[str, bytes] = {}
+    envelopes = [_envelope(e, blob_threshold, blobs) for e in events]
+    body = _encoder.encode(
+        RecordBody(
+            FORMAT_VERSION, version, epoch, writer, batch_id, run_id, committed_at,
+            prev_hash, envelopes,
+        )
+    )
+    digest = hashlib.sha256(prev_hash + body).digest()
+    return EncodedRecord(_frame(RECORD_MAGIC, body, digest), digest,
+                         _content_digest(envelopes), blobs)
+
+
+def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
+    """Verify a record's framing, checksum and own hash (pure).
+
+    Args:
+        raw: The object's bytes.
+        label: The thread's readable name, for errors.
+        version: The version the record's key says it is.
+
+    Raises:
+        CorruptRecordError: Any check failed, naming the thread and version.
+    """
+    try:
+        body_bytes, digest = _unframe(RECORD_MAGIC, raw, 32, "record")
+        body = _body_decoder.decode(body_bytes)
+    except (ValueError, msgspec.DecodeError) as exc:
+        raise CorruptRecordError(label, version, str(exc)) from None
+    if body.format != FORMAT_VERSION:
+        raise CorruptRecordError(label, version, f"unknown format {body.format}")
+    if body.version != version:
+        raise CorruptRecordError(
+            label, version, f"record says it is version {body.version}"
+        )
+    if hashlib.sha256(body.prev_hash + body_bytes).digest() != digest:
+        raise CorruptRecordError(label, version, "hash does not match the body")
+    return ParsedRecord(body, digest, len(raw))
+
+
+def decode_event(envelope: Envelope, data: bytes | None = None) -> object:
+    """Decode one event, upgrading old schemas; unknown types become UnknownEvent.
+
+    Args:
+        envelope: The wire envelope.
+        data: The event bytes when they were stored as a blob.
+
+    Raises:
+        ValueError: The bytes do not decode as the registered type.
+    """
+    raw = bytes(envelope.data) if data is None else data
+    info = _BY_NAME.get(envelope.type)
+    if info is None:
+        return ev.UnknownEvent(envelope.type, envelope.schema, envelope.required, raw)
+    if envelope.schema == info.schema:
+        try:
+            return info.decoder.decode(raw)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"event {envelope.type}: {exc}") from None
+    if envelope.schema > info.schema:
+        # Written by a newer schema: treat as unknown rather than guess.
+        return ev.UnknownEvent(envelope.type, envelope.schema, envelope.required, raw)
+    fields: dict[str, Any] = msgspec.msgpack.decode(raw)
+    for schema in range(envelope.schema, info.schema):
+        upcaster = _UPCASTERS.get((envelope.type, schema))
+        if upcaster is None:
+            raise ValueError(
+                f"event {envelope.type} schema {schema} has no upcaster to "
+                f"schema {schema + 1}"
+            )
+        fields = upcaster(fields)
+    fields.pop("type", None)
+    try:
+        return msgspec.convert(fields, info.cls)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"event {envelope.type} after upcasting: {exc}") from None
+
+
+def materialize(
+    parsed: ParsedRecord, *, label: str, blobs: Mapping[str, bytes] | None = None
+) -> Record:
+    """Decode a parsed record's events into a :class:`Record`.
+
+    Args:
+        parsed: The verified record.
+        label: The thread's readable name, for errors.
+        blobs: Event bytes by blob hash, for envelopes stored as blobs.
+
+    Raises:
+        CorruptRecordError: An event does not decode, or a blob is missing.
+    """
+    body = parsed.body
+    decoded: list[object] = []
+    for envelope in body.events:
+        data = None
+        if envelope.blob is not None:
+            data = (blobs or {}).get(envelope.blob)
+            if data is None:
+                raise CorruptRecordError(
+                    label, body.version, f"blob {envelope.blob} is missing"
+                )
+        try:
+            decoded.append(decode_event(envelope, data))
+        except (ValueError, msgspec.DecodeError) as exc:
+            raise CorruptRecordError(label, body.version, str(exc)) from None
+    return Record(
+        body.version, body.epoch, body.writer, body.batch_id, body.run_id,
+        body.committed_at, body.prev_hash.hex(), parsed.hash.hex(), decoded,
+        parsed.size,
+    )
+
+
+# --- checkpoints ----------------------------------------------------------------
+
+
+def encode_checkpoint(body: CheckpointBody) -> bytes:
+    """Frame a checkpoint with its checksum."""
+    return _frame(CHECKPOINT_MAGIC, _encoder.encode(body))
+
+
+def decode_checkpoint(raw: bytes) -> CheckpointBody:
+    """Verify and decode a checkpoint.
+
+    Raises:
+        ValueError: The bytes are truncated, corrupt or of another format.
+    """
+    body_bytes, _ = _unframe(CHECKPOINT_MAGIC, raw, 0, "checkpoint")
+    try:
+        body = _checkpoint_decoder.decode(body_bytes)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"checkpoint does not decode: {exc}") from None
+    if body.format != FORMAT_VERSION:
+        raise ValueError(f"checkpoint has unknown format {body.format}")
+    return body
+
+
+def encode_value(value: object) -> bytes:
+    """msgpack-encode any msgspec-supported value (shared encoder)."""
+    return _encoder.encode(value)

@@ -1,0 +1,247 @@
+"""The whole exception tree of agent-journal.
+
+Errors are grouped by what the caller must do next::
+
+    JournalError
+    ├── ConflictError                    reload, then retry or give up
+    │   ├── VersionConflictError         .key .expected .actual
+    │   └── StaleStateError              a loaded state is no longer the head
+    ├── LeaseError
+    │   ├── LeaseHeldError               .holder .expires_at
+    │   └── FencedError                  our epoch was superseded: stop, never retry
+    ├── RunError
+    │   ├── UncertainToolCallsError      reconcile these tool calls before a new run
+    │   └── DuplicateRunError            an explicit run id the journal already has
+    ├── StorageError                     the backend failed (.transient: retry later)
+    │   ├── ObjectExistsError            create() found the key taken
+    │   ├── ObjectNotFoundError          read()/replace() found no such key
+    │   └── PreconditionFailedError      replace() found another etag
+    ├── CorruptRecordError               bad checksum, broken chain, gap, missing blob
+    └── UnknownEventError                a required event type this reader lacks
+    InvalidKeyError(JournalError, ValueError)
+
+Programmer mistakes raise the built-in ``ValueError`` / ``TypeError``. Native backend
+exceptions never leak: stores translate them into ``StorageError`` (or a more specific
+error) with the original exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ConflictError",
+    "CorruptRecordError",
+    "DuplicateRunError",
+    "FencedError",
+    "InvalidKeyError",
+    "JournalError",
+    "LeaseError",
+    "LeaseHeldError",
+    "ObjectExistsError",
+    "ObjectNotFoundError",
+    "PreconditionFailedError",
+    "RunError",
+    "StaleStateError",
+    "StorageError",
+    "UncertainToolCallsError",
+    "UnknownEventError",
+    "VersionConflictError",
+]
+
+
+class JournalError(Exception):
+    """Base of every error raised by agent-journal."""
+
+
+class ConflictError(JournalError):
+    """Someone else committed first: reload, then retry or give up."""
+
+
+class VersionConflictError(ConflictError):
+    """The version a write expected is not the thread's head.
+
+    Attributes:
+        key: A readable name of the thread.
+        expected: The version the caller expected to be the head.
+        actual: The head (or the slot found taken) when the write was refused.
+    """
+
+    def __init__(self, key: str, expected: int, actual: int, detail: str = "") -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        msg = f"version conflict on {key}: expected head {expected}, found {actual}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class StaleStateError(ConflictError):
+    """A state loaded at some version is no longer current and was not saved.
+
+    Attributes:
+        key: A readable name of the thread or slot.
+        expected: The version the state was loaded at.
+        actual: The current version.
+    """
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stale state for {key}: it was loaded at version {expected}, "
+            f"but the current version is {actual}; reload and reapply the change"
+        )
+
+
+class LeaseError(JournalError):
+    """The writer lease of a thread could not be had or was lost."""
+
+
+class LeaseHeldError(LeaseError):
+    """Another holder's lease on the thread has not expired.
+
+    Attributes:
+        key: A readable name of the thread.
+        holder: The current holder's id.
+        epoch: The current lease epoch.
+        expires_at: When the holder's lease expires (seconds since the epoch).
+    """
+
+    def __init__(self, key: str, holder: str, epoch: int, expires_at: float) -> None:
+        self.key = key
+        self.holder = holder
+        self.epoch = epoch
+        self.expires_at = expires_at
+        super().__init__(
+            f"lease on {key} is held by {holder!r} (epoch {epoch}) "
+            f"until {expires_at:.3f}"
+        )
+
+
+class FencedError(LeaseError):
+    """This writer's epoch was superseded; it must stop writing and never retry.
+
+    Attributes:
+        key: A readable name of the thread.
+        epoch: This writer's epoch.
+        current_epoch: The newer epoch found (None when the lease was lost for
+            another reason, such as renewals failing past the lease's expiry).
+    """
+
+    def __init__(
+        self, key: str, epoch: int, current_epoch: int | None, detail: str = ""
+    ) -> None:
+        self.key = key
+        self.epoch = epoch
+        self.current_epoch = current_epoch
+        if current_epoch is None:
+            msg = f"writer of {key} at epoch {epoch} lost its lease"
+        else:
+            msg = (
+                f"writer of {key} at epoch {epoch} was fenced by epoch {current_epoch}"
+            )
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class RunError(JournalError):
+    """An agent run cannot start as asked."""
+
+
+class UncertainToolCallsError(RunError):
+    """The thread has tool calls whose outcome is unknown; reconcile them first.
+
+    Attributes:
+        key: A readable name of the thread.
+        call_ids: The uncertain tool calls' ids.
+    """
+
+    def __init__(self, key: str, call_ids: Sequence[str]) -> None:
+        self.key = key
+        self.call_ids = list(call_ids)
+        super().__init__(
+            f"{key} has {len(self.call_ids)} tool call(s) with unknown outcome "
+            f"({', '.join(self.call_ids)}); reconcile them before starting a new run"
+        )
+
+
+class DuplicateRunError(RunError):
+    """An explicit run id is already in the journal."""
+
+
+class StorageError(JournalError):
+    """The storage backend failed.
+
+    Attributes:
+        transient: True when retrying later (with backoff) may succeed.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        self.transient = transient
+        super().__init__(message)
+
+
+class ObjectExistsError(StorageError):
+    """An exclusive ``create`` found its key already taken."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"object {key!r} already exists")
+
+
+class ObjectNotFoundError(StorageError):
+    """The object does not exist."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"object {key!r} does not exist")
+
+
+class PreconditionFailedError(StorageError):
+    """A ``replace`` found an etag other than the one it was given."""
+
+    def __init__(self, key: str, detail: str = "") -> None:
+        self.key = key
+        msg = f"object {key!r} changed since it was read"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class CorruptRecordError(JournalError):
+    """Stored bytes failed a check: checksum, hash chain, contiguity or a blob.
+
+    Attributes:
+        key: A readable name of the thread (or the object's storage key).
+        version: The version involved, when there is one.
+    """
+
+    def __init__(self, key: str, version: int | None, detail: str) -> None:
+        self.key = key
+        self.version = version
+        where = f"{key} version {version}" if version is not None else key
+        super().__init__(f"corrupt data in {where}: {detail}")
+
+
+class UnknownEventError(JournalError):
+    """A log holds a *required* event type this reader does not know.
+
+    A state built without it would be wrong, so rebuilding fails closed. Upgrade the
+    reader (or register the type) to read the thread.
+
+    Attributes:
+        key: A readable name of the thread.
+        version: The record holding the event.
+        type_name: The unknown type's name.
+    """
+
+    def __init__(self, key: str, version: int, type_name: str) -> None:
+        self.key = key
+        self.version = version
+        self.type_name = type_name
+        super().__init__(
+            f"{key} version {version} holds the required event type {type_name!r}, "
+            "which this reader does not know; refusing to build state without it"
+        )
+
+
+class InvalidKeyError(JournalError, ValueError):
+    """A thread identifier is not acceptable (empty, too long, control chars)."""

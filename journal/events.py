@@ -1,0 +1,340 @@
+"""The built-in event catalog, messages and content blocks.
+
+Events are immutable ``msgspec.Struct`` values tagged by a ``type`` field (the class
+name). Each is one fact about a thread; ``projections.AgentState`` is the fold of them.
+Built-in events are *required*: a reader that does not know one must not build a state
+without it. Application events registered with ``journal.register_event`` are optional
+unless declared otherwise.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+__all__ = [
+    "AgentStateReplaced",
+    "ContentBlock",
+    "ContextCleared",
+    "ContextCompacted",
+    "EvidenceBound",
+    "Event",
+    "LeaseAcquired",
+    "MessageAppended",
+    "Msg",
+    "PermissionModeSet",
+    "PermissionRuleRemoved",
+    "PermissionRuleSet",
+    "PlanModeEntered",
+    "PlanModeExited",
+    "RequirementDecided",
+    "Role",
+    "RunCompleted",
+    "RunFailed",
+    "RunInterrupted",
+    "RunStarted",
+    "SummarySet",
+    "TaskBegun",
+    "TextBlock",
+    "ThinkingBlock",
+    "ThreadCreated",
+    "TodosWritten",
+    "ToolCallCompleted",
+    "ToolCallReconciled",
+    "ToolCallRequested",
+    "ToolGroupActivated",
+    "ToolGroupDeactivated",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UnknownEvent",
+    "VerificationRecorded",
+]
+
+Role = Literal["user", "assistant", "system", "tool"]
+Decision = Literal["allow", "deny", "ask"]
+InterruptedBy = Literal["user", "shutdown", "recovery"]
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+# --- content blocks -------------------------------------------------------------
+
+
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+    """Plain text."""
+
+    text: str
+
+
+class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
+    """A model's request to call a tool (``id`` is the call id)."""
+
+    id: str
+    name: str
+    input: Any
+
+
+class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+    """The result of a tool call, sent back to the model."""
+
+    tool_use_id: str
+    output: Any
+    is_error: bool = False
+
+
+class ThinkingBlock(msgspec.Struct, frozen=True, tag="thinking", tag_field="type"):
+    """A model's visible reasoning."""
+
+    text: str
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock
+
+
+class Msg(msgspec.Struct, omit_defaults=True):
+    """One conversation message.
+
+    Args:
+        role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
+        content: A string or a list of content blocks.
+        name: The speaker's name (optional).
+        id: A unique id; a new uuid4 hex by default.
+        metadata: Free-form JSON-compatible metadata.
+    """
+
+    role: Role
+    content: str | list[ContentBlock]
+    name: str | None = None
+    id: str = msgspec.field(default_factory=_new_id)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The message's text: the string content, or its text blocks joined."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+# --- events ---------------------------------------------------------------------
+
+
+class Event(msgspec.Struct, frozen=True, tag=True, tag_field="type"):
+    """Base of every event. Subclass it and call ``journal.register_event``.
+
+    Class attributes:
+        required: Whether a reader that does not know this event type must refuse to
+            build state from a log holding it. True for the built-ins.
+        schema: The schema version written for this type (see upcasters).
+    """
+
+    required: ClassVar[bool] = True
+    schema: ClassVar[int] = 1
+
+
+class ThreadCreated(Event):
+    """The thread's first event: its identity, for listing and audit."""
+
+    agent_id: str
+    session_id: str
+    user_id: str | None = None
+    thread_id: str = "main"
+    namespace: str = "default"
+
+
+class LeaseAcquired(Event):
+    """The fence: from this record on, writers with a lower epoch cannot commit."""
+
+    epoch: int
+    holder: str
+
+
+class RunStarted(Event):
+    """An agent run (one execution of a call) began."""
+
+    run_id: str
+    turn_id: str | None = None
+    parent_run_id: str | None = None
+
+
+class RunCompleted(Event):
+    """A run finished normally."""
+
+    run_id: str
+
+
+class RunFailed(Event):
+    """A run ended with an error."""
+
+    run_id: str
+    error: str = ""
+
+
+class RunInterrupted(Event):
+    """A run was cut short by the user, a shutdown, or found unfinished at recovery."""
+
+    run_id: str
+    reason: str = ""
+    by: InterruptedBy = "user"
+
+
+class MessageAppended(Event):
+    """A message joined the context."""
+
+    message: Msg
+
+
+class ContextCompacted(Event):
+    """Messages were replaced by a summary."""
+
+    summary: str
+    replaced_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class SummarySet(Event):
+    """The running summary was set (None clears it)."""
+
+    summary: str | None
+
+
+class ContextCleared(Event):
+    """Messages and summary were cleared; everything else stays."""
+
+    reason: str = ""
+
+
+class ToolCallRequested(Event):
+    """A tool call was decided; committed before the tool runs (write-ahead)."""
+
+    call_id: str
+    name: str
+    input: Any = None
+    run_id: str | None = None
+
+
+class ToolCallCompleted(Event):
+    """A tool call's result."""
+
+    call_id: str
+    output: Any = None
+    is_error: bool = False
+
+
+class ToolCallReconciled(Event):
+    """An application's verdict on a tool call whose outcome was unknown."""
+
+    call_id: str
+    resolution: Any = None
+    note: str = ""
+    is_error: bool = False
+
+
+class ToolGroupActivated(Event):
+    """A group of tools became available."""
+
+    group: str
+
+
+class ToolGroupDeactivated(Event):
+    """A group of tools stopped being available."""
+
+    group: str
+
+
+class PermissionRuleSet(Event):
+    """A tool's permission decision was set."""
+
+    tool: str
+    decision: Decision
+
+
+class PermissionRuleRemoved(Event):
+    """A tool's permission rule was removed."""
+
+    tool: str
+
+
+class PermissionModeSet(Event):
+    """The permission mode (e.g. ``default``, ``accept_edits``) changed."""
+
+    mode: str
+
+
+class PlanModeEntered(Event):
+    """Plan mode began."""
+
+    plan_file: str | None = None
+
+
+class PlanModeExited(Event):
+    """Plan mode ended."""
+
+
+class TodosWritten(Event):
+    """The todo list was replaced."""
+
+    todos: list[Any]
+    revision: int
+
+
+class TaskBegun(Event):
+    """A task with a goal and requirements began."""
+
+    goal: str
+    requirements: list[str] = msgspec.field(default_factory=list)
+
+
+class RequirementDecided(Event):
+    """A requirement of the current task was decided."""
+
+    requirement: str
+    decision: str
+    note: str = ""
+
+
+class EvidenceBound(Event):
+    """Evidence was bound to a requirement."""
+
+    requirement: str
+    evidence: str
+
+
+class VerificationRecorded(Event):
+    """A verification of the current task was recorded."""
+
+    passed: bool
+    detail: str = ""
+
+
+class AgentStateReplaced(Event):
+    """A whole-state change (a save, an update or a migration).
+
+    ``state`` is the msgpack encoding of the new ``AgentState`` without its messages.
+    The messages are either inline (``messages``) or stored as content-addressed
+    chunks (``chunks``, blob hashes) that the reader resolves before folding.
+    """
+
+    reason: str
+    state: bytes
+    messages: list[Msg] = msgspec.field(default_factory=list)
+    chunks: list[str] = msgspec.field(default_factory=list)
+
+
+class UnknownEvent(msgspec.Struct, frozen=True):
+    """An event of a type this reader does not know, kept byte for byte.
+
+    Attributes:
+        type: The writer's type name.
+        schema: The writer's schema version.
+        required: Whether the writer declared it required.
+        data: The event's original encoded bytes.
+    """
+
+    type: str
+    schema: int
+    required: bool
+    data: bytes

@@ -1,0 +1,126 @@
+"""The object-store protocol: the one seam between the engine and its backends.
+
+A store holds immutable-or-CAS objects under ``/``-separated keys relative to its root.
+The journal needs only five primitives, each with a stated guarantee:
+
+* ``create(key, data)``: exclusive. Exactly one of any number of racing creators of
+  a key succeeds; the others get :class:`~journal.errors.ObjectExistsError`. No reader
+  ever sees a partial object under the key.
+* ``replace(key, data, if_match=etag)``: compare-and-swap against the etag of the
+  last read or write; a mismatch raises :class:`~journal.errors.PreconditionFailedError`
+  and writes nothing. ``if_match=None`` overwrites unconditionally (hints only).
+* ``read(key)``: the whole object, strongly consistent with completed writes.
+* ``list(prefix, start_after=)``: keys under ``prefix`` in lexicographic order,
+  strictly after ``start_after``; consistent with completed writes and deletes.
+* ``delete(key)``: remove; returns whether the key existed.
+
+Backends never let a native exception escape: they raise ``StorageError`` subclasses
+(``transient=True`` for errors worth retrying) with the native one as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Sequence
+
+__all__ = ["ObjectStore"]
+
+
+class ObjectStore(abc.ABC):
+    """Async object store with exclusive create and compare-and-swap replace.
+
+    Attributes:
+        url: The URL the store was opened with (for messages).
+        writable: False for stores that cannot guarantee exclusive create; the
+            journal opens them read-only.
+    """
+
+    url: str = ""
+    writable: bool = True
+
+    @abc.abstractmethod
+    async def create(self, key: str, data: bytes) -> str:
+        """Create ``key`` holding ``data`` if and only if it does not exist.
+
+        Returns:
+            The new object's etag.
+
+        Raises:
+            ObjectExistsError: The key exists (possibly written by our own earlier
+                attempt whose reply was lost: the caller reads it to decide).
+            StorageError: The backend failed; the object may or may not exist.
+        """
+
+    @abc.abstractmethod
+    async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:
+        """Overwrite ``key`` if its etag is still ``if_match``.
+
+        Args:
+            key: The object's key.
+            data: The new bytes.
+            if_match: The etag the caller last saw; None writes unconditionally
+                (creating the key if needed).
+
+        Returns:
+            The new etag.
+
+        Raises:
+            PreconditionFailedError: The object's etag differs.
+            ObjectNotFoundError: ``if_match`` was given but the key does not exist.
+        """
+
+    @abc.abstractmethod
+    async def read(self, key: str) -> tuple[bytes, str]:
+        """Read a whole object.
+
+        Returns:
+            The bytes and the etag.
+
+        Raises:
+            ObjectNotFoundError: No such key.
+        """
+
+    @abc.abstractmethod
+    async def list(self, prefix: str, *, start_after: str | None = None) -> list[str]:
+        """List the keys under ``prefix`` (a "directory", ending in ``/``).
+
+        Returns:
+            Full keys (relative to the store's root), sorted lexicographically,
+            recursively, strictly after ``start_after`` when given.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> bool:
+        """Delete ``key``; return whether it existed."""
+
+    @abc.abstractmethod
+    async def children(self, prefix: str) -> list[str]:
+        """The names of the immediate sub-"directories" of ``prefix``, sorted."""
+
+    async def read_many(
+        self, keys: Sequence[str], *, concurrency: int = 16
+    ) -> list[bytes | None]:
+        """Read several objects concurrently; a missing one is None.
+
+        Backends where one batched call is cheaper than many override this.
+        """
+        from journal.errors import ObjectNotFoundError
+
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(key: str) -> bytes | None:
+            async with sem:
+                try:
+                    return (await self.read(key))[0]
+                except ObjectNotFoundError:
+                    return None
+
+        return list(await asyncio.gather(*(one(k) for k in keys)))
+
+    async def leftovers(self, prefix: str) -> list[str]:
+        """Temporary objects left under ``prefix`` by interrupted writes."""
+        return []
+
+    async def aclose(self) -> None:
+        """Release connections; the default holds none."""

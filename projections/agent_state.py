@@ -1,0 +1,266 @@
+"""AgentState: the per-thread state an agent runs with, folded from events."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from journal import events as ev
+from journal.errors import UnknownEventError
+
+if TYPE_CHECKING:
+    from journal.codec import Record
+    from journal.keys import ThreadKey
+
+__all__ = [
+    "AgentState",
+    "AgentStateProjection",
+    "PendingToolCall",
+    "PermissionContext",
+    "PlanModeContext",
+    "TasksContext",
+    "ToolContext",
+    "Verification",
+]
+
+
+class PermissionContext(msgspec.Struct):
+    """Permission mode and per-tool rules (``allow`` / ``deny`` / ``ask``)."""
+
+    mode: str = "default"
+    rules: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class PlanModeContext(msgspec.Struct):
+    """Whether plan mode is on, and its plan file."""
+
+    active: bool = False
+    plan_file: str | None = None
+
+
+class Verification(msgspec.Struct):
+    """One recorded verification of the current task."""
+
+    passed: bool
+    detail: str = ""
+
+
+class TasksContext(msgspec.Struct):
+    """Todos and the current task with its requirements, decisions and evidence."""
+
+    todos: list[Any] = msgspec.field(default_factory=list)
+    revision: int = 0
+    goal: str | None = None
+    requirements: list[str] = msgspec.field(default_factory=list)
+    decisions: dict[str, str] = msgspec.field(default_factory=dict)
+    evidence: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    verifications: list[Verification] = msgspec.field(default_factory=list)
+
+
+class PendingToolCall(msgspec.Struct):
+    """A tool call requested with no result yet (uncertain once its run ended)."""
+
+    call_id: str
+    name: str
+    input: Any = None
+    run_id: str | None = None
+    version: int = 0
+
+
+class ToolContext(msgspec.Struct):
+    """Activated tool groups and tool calls still waiting for a result."""
+
+    active_groups: list[str] = msgspec.field(default_factory=list)
+    pending_calls: dict[str, PendingToolCall] = msgspec.field(default_factory=dict)
+
+
+class AgentState(msgspec.Struct):
+    """The state of one thread as of ``version``; derived, never the truth.
+
+    Attributes:
+        session_id: The session the thread belongs to.
+        thread_id: The thread within the session.
+        user_id: The user, or None for the anonymous user.
+        context: The messages the model sees next.
+        summary: The running summary of compacted or earlier context.
+        permission_context: Permission mode and rules.
+        plan_mode_context: Plan mode.
+        tasks_context: Todos and the current task.
+        tool_context: Active tool groups and pending tool calls.
+        shutdown_interrupted: True from an interrupted run until a run completes.
+        active_run_id: The run that started and has not ended, if any.
+        version: The head version this state includes (0: the empty thread).
+    """
+
+    session_id: str | None = None
+    thread_id: str = "main"
+    user_id: str | None = None
+    context: list[ev.Msg] = msgspec.field(default_factory=list)
+    summary: str | None = None
+    permission_context: PermissionContext = msgspec.field(
+        default_factory=PermissionContext
+    )
+    plan_mode_context: PlanModeContext = msgspec.field(default_factory=PlanModeContext)
+    tasks_context: TasksContext = msgspec.field(default_factory=TasksContext)
+    tool_context: ToolContext = msgspec.field(default_factory=ToolContext)
+    shutdown_interrupted: bool = False
+    active_run_id: str | None = None
+    version: int = 0
+
+    def to_json(self) -> bytes:
+        """Encode as JSON bytes."""
+        return msgspec.json.encode(self)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> AgentState:
+        """Decode from :meth:`to_json` output.
+
+        Raises:
+            msgspec.ValidationError: The JSON is not an AgentState.
+        """
+        return _json_decoder.decode(data)
+
+    def copy(self) -> AgentState:
+        """A deep copy (messages included)."""
+        return _msgpack_decoder.decode(_msgpack_encoder.encode(self))
+
+    def without_context(self) -> AgentState:
+        """A shallow copy with an empty context (what checkpoints store inline)."""
+        return msgspec.structs.replace(self, context=[])
+
+
+_json_decoder = msgspec.json.Decoder(AgentState)
+_msgpack_encoder = msgspec.msgpack.Encoder()
+_msgpack_decoder = msgspec.msgpack.Decoder(AgentState)
+
+
+def decode_state(data: bytes) -> AgentState:
+    """Decode a msgpack-encoded AgentState (checkpoints, AgentStateReplaced)."""
+    return _msgpack_decoder.decode(data)
+
+
+def encode_state(state: AgentState) -> bytes:
+    """msgpack-encode an AgentState."""
+    return _msgpack_encoder.encode(state)
+
+
+def _end_run(state: AgentState, run_id: str) -> None:
+    if state.active_run_id == run_id:
+        state.active_run_id = None
+
+
+class AgentStateProjection:
+    """Folds every built-in event into :class:`AgentState`.
+
+    Unknown optional events are skipped; an unknown required event raises
+    ``UnknownEventError``, because the state would be wrong without it.
+    """
+
+    name = "agent_state"
+
+    def __init__(self, label: str = "thread") -> None:
+        self.label = label
+
+    def initial(self, key: ThreadKey) -> AgentState:
+        """The empty state of ``key``."""
+        return AgentState(
+            session_id=key.session_id, thread_id=key.thread_id, user_id=key.user_id
+        )
+
+    def apply(  # noqa: C901 - one flat dispatch reads better than a table here
+        self, state: AgentState, record: Record, event: object
+    ) -> AgentState:
+        """Fold one event (mutates and returns ``state``)."""
+        state.version = record.version
+        match event:
+            case ev.MessageAppended(message=msg):
+                state.context.append(msg)
+            case ev.ToolCallRequested():
+                state.tool_context.pending_calls[event.call_id] = PendingToolCall(
+                    event.call_id, event.name, event.input,
+                    event.run_id or record.run_id, record.version,
+                )
+            case ev.ToolCallCompleted(call_id=call_id) | ev.ToolCallReconciled(
+                call_id=call_id
+            ):
+                state.tool_context.pending_calls.pop(call_id, None)
+            case ev.RunStarted(run_id=run_id):
+                state.active_run_id = run_id
+            case ev.RunCompleted(run_id=run_id):
+                _end_run(state, run_id)
+                state.shutdown_interrupted = False
+            case ev.RunFailed(run_id=run_id):
+                _end_run(state, run_id)
+            case ev.RunInterrupted(run_id=run_id):
+                _end_run(state, run_id)
+                state.shutdown_interrupted = True
+            case ev.SummarySet(summary=summary):
+                state.summary = summary
+            case ev.ContextCompacted(summary=summary, replaced_ids=ids):
+                gone = set(ids)
+                state.context = [m for m in state.context if m.id not in gone]
+                state.summary = summary
+            case ev.ContextCleared():
+                state.context = []
+                state.summary = None
+            case ev.ToolGroupActivated(group=group):
+                if group not in state.tool_context.active_groups:
+                    state.tool_context.active_groups.append(group)
+            case ev.ToolGroupDeactivated(group=group):
+                if group in state.tool_context.active_groups:
+                    state.tool_context.active_groups.remove(group)
+            case ev.PermissionRuleSet(tool=tool, decision=decision):
+                state.permission_context.rules[tool] = decision
+            case ev.PermissionRuleRemoved(tool=tool):
+                state.permission_context.rules.pop(tool, None)
+            case ev.PermissionModeSet(mode=mode):
+                state.permission_context.mode = mode
+            case ev.PlanModeEntered(plan_file=plan_file):
+                state.plan_mode_context = PlanModeContext(True, plan_file)
+            case ev.PlanModeExited():
+                state.plan_mode_context = PlanModeContext(False, None)
+            case ev.TodosWritten(todos=todos, revision=revision):
+                state.tasks_context.todos = list(todos)
+                state.tasks_context.revision = revision
+            case ev.TaskBegun(goal=goal, requirements=requirements):
+                tasks = state.tasks_context
+                tasks.goal = goal
+                tasks.requirements = list(requirements)
+                tasks.decisions = {}
+                tasks.evidence = {}
+                tasks.verifications = []
+            case ev.RequirementDecided(requirement=req, decision=decision):
+                state.tasks_context.decisions[req] = decision
+            case ev.EvidenceBound(requirement=req, evidence=evidence):
+                state.tasks_context.evidence.setdefault(req, []).append(evidence)
+            case ev.VerificationRecorded(passed=passed, detail=detail):
+                state.tasks_context.verifications.append(Verification(passed, detail))
+            case ev.AgentStateReplaced():
+                state = self._replaced(state, record, event)
+            case ev.UnknownEvent(required=True, type=type_name):
+                raise UnknownEventError(self.label, record.version, type_name)
+            case _:
+                # ThreadCreated, LeaseAcquired and optional extensions change nothing.
+                pass
+        return state
+
+    @staticmethod
+    def _replaced(
+        state: AgentState, record: Record, event: ev.AgentStateReplaced
+    ) -> AgentState:
+        if event.chunks:
+            raise ValueError(
+                f"AgentStateReplaced at version {record.version} still references "
+                "chunks; the reader must resolve them before folding"
+            )
+        new = decode_state(event.state)
+        new.context = list(event.messages)
+        new.session_id, new.thread_id, new.user_id = (
+            state.session_id, state.thread_id, state.user_id,
+        )
+        # Runs and pending calls are facts of the log, not something a save rewrites.
+        new.active_run_id = state.active_run_id
+        new.tool_context.pending_calls = state.tool_context.pending_calls
+        new.version = record.version
+        return new

@@ -1,0 +1,1 @@
+"""Storage backends: object stores for the log, and snapshot-mode state stores."""
