@@ -9,14 +9,16 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from journal import events as ev
 from journal.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = [
     "BLOB_THRESHOLD",
@@ -207,7 +209,9 @@ def register_event(
     version = schema if schema is not None else int(getattr(cls, "schema", 1))
     if version < 1:
         raise ValueError(f"schema must be >= 1, not {version}")
-    info = _EventType(cls, type_name, is_required, version, msgspec.msgpack.Decoder(cls))
+    info = _EventType(
+        cls, type_name, is_required, version, msgspec.msgpack.Decoder(cls)
+    )
     _BY_NAME[type_name] = info
     _BY_CLASS[cls] = info
     return cls
@@ -247,13 +251,31 @@ def event_type_name(event: object) -> str:
 
 
 _BUILTINS: tuple[type[ev.Event], ...] = (
-    ev.ThreadCreated, ev.LeaseAcquired, ev.RunStarted, ev.RunCompleted, ev.RunFailed,
-    ev.RunInterrupted, ev.MessageAppended, ev.ContextCompacted, ev.SummarySet,
-    ev.ContextCleared, ev.ToolCallRequested, ev.ToolCallCompleted,
-    ev.ToolCallReconciled, ev.ToolGroupActivated, ev.ToolGroupDeactivated,
-    ev.PermissionRuleSet, ev.PermissionRuleRemoved, ev.PermissionModeSet,
-    ev.PlanModeEntered, ev.PlanModeExited, ev.TodosWritten, ev.TaskBegun,
-    ev.RequirementDecided, ev.EvidenceBound, ev.VerificationRecorded,
+    ev.ThreadCreated,
+    ev.LeaseAcquired,
+    ev.RunStarted,
+    ev.RunCompleted,
+    ev.RunFailed,
+    ev.RunInterrupted,
+    ev.MessageAppended,
+    ev.ContextCompacted,
+    ev.SummarySet,
+    ev.ContextCleared,
+    ev.ToolCallRequested,
+    ev.ToolCallCompleted,
+    ev.ToolCallReconciled,
+    ev.ToolGroupActivated,
+    ev.ToolGroupDeactivated,
+    ev.PermissionRuleSet,
+    ev.PermissionRuleRemoved,
+    ev.PermissionModeSet,
+    ev.PlanModeEntered,
+    ev.PlanModeExited,
+    ev.TodosWritten,
+    ev.TaskBegun,
+    ev.RequirementDecided,
+    ev.EvidenceBound,
+    ev.VerificationRecorded,
     ev.AgentStateReplaced,
 )
 for _cls in _BUILTINS:
@@ -277,7 +299,9 @@ def _frame(magic: bytes, body: bytes, trailer: bytes = b"") -> bytes:
     return b"".join((head, body, trailer, _CRC.pack(crc)))
 
 
-def _unframe(magic: bytes, raw: bytes, trailer_len: int, what: str) -> tuple[bytes, bytes]:
+def _unframe(
+    magic: bytes, raw: bytes, trailer_len: int, what: str
+) -> tuple[bytes, bytes]:
     """Check framing and checksum; return (body, trailer)."""
     minimum = _HEADER.size + trailer_len + _CRC.size
     if len(raw) < minimum:
@@ -297,7 +321,9 @@ def _unframe(magic: bytes, raw: bytes, trailer_len: int, what: str) -> tuple[byt
 def _envelope(event: object, threshold: int, blobs: dict[str, bytes]) -> Envelope:
     if isinstance(event, ev.UnknownEvent):
         # Re-emitting an unknown event keeps its bytes exactly as the writer made them.
-        return Envelope(event.type, event.schema, event.required, msgspec.Raw(event.data))
+        return Envelope(
+            event.type, event.schema, event.required, msgspec.Raw(event.data)
+        )
     info = _BY_CLASS.get(type(event))
     if info is None:
         raise TypeError(
@@ -333,13 +359,21 @@ def encode_record(
     envelopes = [_envelope(e, blob_threshold, blobs) for e in events]
     body = _encoder.encode(
         RecordBody(
-            FORMAT_VERSION, version, epoch, writer, batch_id, run_id, committed_at,
-            prev_hash, envelopes,
+            FORMAT_VERSION,
+            version,
+            epoch,
+            writer,
+            batch_id,
+            run_id,
+            committed_at,
+            prev_hash,
+            envelopes,
         )
     )
     digest = hashlib.sha256(prev_hash + body).digest()
-    return EncodedRecord(_frame(RECORD_MAGIC, body, digest), digest,
-                         _content_digest(envelopes), blobs)
+    return EncodedRecord(
+        _frame(RECORD_MAGIC, body, digest), digest, _content_digest(envelopes), blobs
+    )
 
 
 def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
@@ -435,8 +469,15 @@ def materialize(
         except (ValueError, msgspec.DecodeError) as exc:
             raise CorruptRecordError(label, body.version, str(exc)) from None
     return Record(
-        body.version, body.epoch, body.writer, body.batch_id, body.run_id,
-        body.committed_at, body.prev_hash.hex(), parsed.hash.hex(), decoded,
+        body.version,
+        body.epoch,
+        body.writer,
+        body.batch_id,
+        body.run_id,
+        body.committed_at,
+        body.prev_hash.hex(),
+        parsed.hash.hex(),
+        decoded,
         parsed.size,
     )
 

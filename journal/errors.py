@@ -27,7 +27,10 @@ error) with the original exception as ``__cause__``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "ConflictError",

@@ -19,8 +19,8 @@ __all__ = [
     "ContentBlock",
     "ContextCleared",
     "ContextCompacted",
-    "EvidenceBound",
     "Event",
+    "EvidenceBound",
     "LeaseAcquired",
     "MessageAppended",
     "Msg",
@@ -136,7 +136,7 @@ class Event(msgspec.Struct, frozen=True, tag=True, tag_field="type"):
     schema: ClassVar[int] = 1
 
 
-class ThreadCreated(Event):
+class ThreadCreated(Event, frozen=True):
     """The thread's first event: its identity, for listing and audit."""
 
     agent_id: str
@@ -146,14 +146,14 @@ class ThreadCreated(Event):
     namespace: str = "default"
 
 
-class LeaseAcquired(Event):
+class LeaseAcquired(Event, frozen=True):
     """The fence: from this record on, writers with a lower epoch cannot commit."""
 
     epoch: int
     holder: str
 
 
-class RunStarted(Event):
+class RunStarted(Event, frozen=True):
     """An agent run (one execution of a call) began."""
 
     run_id: str
@@ -161,20 +161,20 @@ class RunStarted(Event):
     parent_run_id: str | None = None
 
 
-class RunCompleted(Event):
+class RunCompleted(Event, frozen=True):
     """A run finished normally."""
 
     run_id: str
 
 
-class RunFailed(Event):
+class RunFailed(Event, frozen=True):
     """A run ended with an error."""
 
     run_id: str
     error: str = ""
 
 
-class RunInterrupted(Event):
+class RunInterrupted(Event, frozen=True):
     """A run was cut short by the user, a shutdown, or found unfinished at recovery."""
 
     run_id: str
@@ -182,32 +182,32 @@ class RunInterrupted(Event):
     by: InterruptedBy = "user"
 
 
-class MessageAppended(Event):
+class MessageAppended(Event, frozen=True):
     """A message joined the context."""
 
     message: Msg
 
 
-class ContextCompacted(Event):
+class ContextCompacted(Event, frozen=True):
     """Messages were replaced by a summary."""
 
     summary: str
     replaced_ids: list[str] = msgspec.field(default_factory=list)
 
 
-class SummarySet(Event):
+class SummarySet(Event, frozen=True):
     """The running summary was set (None clears it)."""
 
     summary: str | None
 
 
-class ContextCleared(Event):
+class ContextCleared(Event, frozen=True):
     """Messages and summary were cleared; everything else stays."""
 
     reason: str = ""
 
 
-class ToolCallRequested(Event):
+class ToolCallRequested(Event, frozen=True):
     """A tool call was decided; committed before the tool runs (write-ahead)."""
 
     call_id: str
@@ -216,7 +216,7 @@ class ToolCallRequested(Event):
     run_id: str | None = None
 
 
-class ToolCallCompleted(Event):
+class ToolCallCompleted(Event, frozen=True):
     """A tool call's result."""
 
     call_id: str
@@ -224,7 +224,7 @@ class ToolCallCompleted(Event):
     is_error: bool = False
 
 
-class ToolCallReconciled(Event):
+class ToolCallReconciled(Event, frozen=True):
     """An application's verdict on a tool call whose outcome was unknown."""
 
     call_id: str
@@ -233,62 +233,62 @@ class ToolCallReconciled(Event):
     is_error: bool = False
 
 
-class ToolGroupActivated(Event):
+class ToolGroupActivated(Event, frozen=True):
     """A group of tools became available."""
 
     group: str
 
 
-class ToolGroupDeactivated(Event):
+class ToolGroupDeactivated(Event, frozen=True):
     """A group of tools stopped being available."""
 
     group: str
 
 
-class PermissionRuleSet(Event):
+class PermissionRuleSet(Event, frozen=True):
     """A tool's permission decision was set."""
 
     tool: str
     decision: Decision
 
 
-class PermissionRuleRemoved(Event):
+class PermissionRuleRemoved(Event, frozen=True):
     """A tool's permission rule was removed."""
 
     tool: str
 
 
-class PermissionModeSet(Event):
+class PermissionModeSet(Event, frozen=True):
     """The permission mode (e.g. ``default``, ``accept_edits``) changed."""
 
     mode: str
 
 
-class PlanModeEntered(Event):
+class PlanModeEntered(Event, frozen=True):
     """Plan mode began."""
 
     plan_file: str | None = None
 
 
-class PlanModeExited(Event):
+class PlanModeExited(Event, frozen=True):
     """Plan mode ended."""
 
 
-class TodosWritten(Event):
+class TodosWritten(Event, frozen=True):
     """The todo list was replaced."""
 
     todos: list[Any]
     revision: int
 
 
-class TaskBegun(Event):
+class TaskBegun(Event, frozen=True):
     """A task with a goal and requirements began."""
 
     goal: str
     requirements: list[str] = msgspec.field(default_factory=list)
 
 
-class RequirementDecided(Event):
+class RequirementDecided(Event, frozen=True):
     """A requirement of the current task was decided."""
 
     requirement: str
@@ -296,21 +296,21 @@ class RequirementDecided(Event):
     note: str = ""
 
 
-class EvidenceBound(Event):
+class EvidenceBound(Event, frozen=True):
     """Evidence was bound to a requirement."""
 
     requirement: str
     evidence: str
 
 
-class VerificationRecorded(Event):
+class VerificationRecorded(Event, frozen=True):
     """A verification of the current task was recorded."""
 
     passed: bool
     detail: str = ""
 
 
-class AgentStateReplaced(Event):
+class AgentStateReplaced(Event, frozen=True):
     """A whole-state change (a save, an update or a migration).
 
     ``state`` is the msgpack encoding of the new ``AgentState`` without its messages.

@@ -1,4 +1,4 @@
-"""Thread identity and its mapping to storage paths.
+r"""Thread identity and its mapping to storage paths.
 
 Every id component maps to exactly one path segment by percent-encoding each UTF-8 byte
 outside ``[A-Za-z0-9_-]``, so ``.``, ``..``, ``/``, ``\\`` and ``%`` can never escape
@@ -180,7 +180,9 @@ class ThreadKey(BaseModel):
     @property
     def segments(self) -> tuple[str, str, str, str, str]:
         """The five encoded path segments: namespace, agent, user, session, thread."""
-        user = ANONYMOUS_SEGMENT if self.user_id is None else encode_segment(self.user_id)
+        user = (
+            ANONYMOUS_SEGMENT if self.user_id is None else encode_segment(self.user_id)
+        )
         return (
             encode_segment(self.namespace),
             encode_segment(self.agent_id),
@@ -202,8 +204,12 @@ class ThreadKey(BaseModel):
         """
         _check_id(name, "name")
         return "/".join(
-            (encode_segment(self.namespace), encode_segment(self.agent_id),
-             encode_segment(self.thread_id), encode_segment(name))
+            (
+                encode_segment(self.namespace),
+                encode_segment(self.agent_id),
+                encode_segment(self.thread_id),
+                encode_segment(name),
+            )
         )
 
     def __str__(self) -> str:

@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Sequence
 
 __all__ = ["ObjectStore"]
 
@@ -82,7 +86,9 @@ class ObjectStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[str]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None
+    ) -> builtins.list[str]:
         """List the keys under ``prefix`` (a "directory", ending in ``/``).
 
         Returns:
@@ -95,12 +101,12 @@ class ObjectStore(abc.ABC):
         """Delete ``key``; return whether it existed."""
 
     @abc.abstractmethod
-    async def children(self, prefix: str) -> list[str]:
+    async def children(self, prefix: str) -> builtins.list[str]:
         """The names of the immediate sub-"directories" of ``prefix``, sorted."""
 
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
-    ) -> list[bytes | None]:
+    ) -> builtins.list[bytes | None]:
         """Read several objects concurrently; a missing one is None.
 
         Backends where one batched call is cheaper than many override this.
@@ -118,9 +124,9 @@ class ObjectStore(abc.ABC):
 
         return list(await asyncio.gather(*(one(k) for k in keys)))
 
-    async def leftovers(self, prefix: str) -> list[str]:
+    async def leftovers(self, prefix: str) -> builtins.list[str]:
         """Temporary objects left under ``prefix`` by interrupted writes."""
         return []
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Release connections; the default holds none."""

@@ -168,9 +168,7 @@ class AgentStateProjection:
             session_id=key.session_id, thread_id=key.thread_id, user_id=key.user_id
         )
 
-    def apply(  # noqa: C901 - one flat dispatch reads better than a table here
-        self, state: AgentState, record: Record, event: object
-    ) -> AgentState:
+    def apply(self, state: AgentState, record: Record, event: object) -> AgentState:
         """Fold one event (mutates and returns ``state``)."""
         state.version = record.version
         match event:
@@ -178,11 +176,15 @@ class AgentStateProjection:
                 state.context.append(msg)
             case ev.ToolCallRequested():
                 state.tool_context.pending_calls[event.call_id] = PendingToolCall(
-                    event.call_id, event.name, event.input,
-                    event.run_id or record.run_id, record.version,
+                    event.call_id,
+                    event.name,
+                    event.input,
+                    event.run_id or record.run_id,
+                    record.version,
                 )
-            case ev.ToolCallCompleted(call_id=call_id) | ev.ToolCallReconciled(
-                call_id=call_id
+            case (
+                ev.ToolCallCompleted(call_id=call_id)
+                | ev.ToolCallReconciled(call_id=call_id)
             ):
                 state.tool_context.pending_calls.pop(call_id, None)
             case ev.RunStarted(run_id=run_id):
@@ -257,7 +259,9 @@ class AgentStateProjection:
         new = decode_state(event.state)
         new.context = list(event.messages)
         new.session_id, new.thread_id, new.user_id = (
-            state.session_id, state.thread_id, state.user_id,
+            state.session_id,
+            state.thread_id,
+            state.user_id,
         )
         # Runs and pending calls are facts of the log, not something a save rewrites.
         new.active_run_id = state.active_run_id

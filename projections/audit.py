@@ -122,12 +122,18 @@ class RunLedger:
                 run_id = event.run_id or record.run_id or ""
                 entry = state.setdefault(run_id, RunEntry(run_id, record.version))
                 entry.tool_calls.append(
-                    ToolCallEntry(event.call_id, event.name, event.input,
-                                  record.version)
+                    ToolCallEntry(
+                        event.call_id, event.name, event.input, record.version
+                    )
                 )
             case ev.ToolCallCompleted(call_id=call_id):
-                self._resolve(state, call_id, record,
-                              "error" if event.is_error else "ok", event.output)
+                self._resolve(
+                    state,
+                    call_id,
+                    record,
+                    "error" if event.is_error else "ok",
+                    event.output,
+                )
             case ev.ToolCallReconciled(call_id=call_id):
                 self._resolve(state, call_id, record, "reconciled", event.resolution)
             case _:
@@ -136,7 +142,10 @@ class RunLedger:
 
     @staticmethod
     def _end(
-        state: dict[str, RunEntry], run_id: str, record: Record, status: RunStatus,
+        state: dict[str, RunEntry],
+        run_id: str,
+        record: Record,
+        status: RunStatus,
         reason: str,
     ) -> None:
         entry = state.setdefault(run_id, RunEntry(run_id, record.version))
@@ -147,8 +156,11 @@ class RunLedger:
 
     @staticmethod
     def _resolve(
-        state: dict[str, RunEntry], call_id: str, record: Record,
-        outcome: ToolOutcome, output: Any,
+        state: dict[str, RunEntry],
+        call_id: str,
+        record: Record,
+        outcome: ToolOutcome,
+        output: Any,
     ) -> None:
         for entry in state.values():
             for call in entry.tool_calls:

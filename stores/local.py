@@ -23,8 +23,8 @@ import fcntl
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from journal.errors import (
     ObjectExistsError,
@@ -33,6 +33,10 @@ from journal.errors import (
     StorageError,
 )
 from journal.store import ObjectStore
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Iterator, Sequence
 
 __all__ = ["LocalStore"]
 
@@ -171,7 +175,7 @@ class LocalStore(ObjectStore):
             data = fh.read()
         return data, _etag(data)
 
-    def _read_many(self, keys: Sequence[str]) -> list[bytes | None]:
+    def _read_many(self, keys: Sequence[str]) -> builtins.list[bytes | None]:
         out: list[bytes | None] = []
         for key in keys:
             try:
@@ -187,7 +191,9 @@ class LocalStore(ObjectStore):
             return str(self.root), ""
         return self._path(prefix), prefix + "/"
 
-    def _list(self, prefix: str, start_after: str | None, hidden: bool) -> list[str]:
+    def _list(
+        self, prefix: str, start_after: str | None, hidden: bool
+    ) -> builtins.list[str]:
         directory, base = self._dir_of(prefix)
         out: list[str] = []
         with _map_errors(prefix):
@@ -210,18 +216,21 @@ class LocalStore(ObjectStore):
         out.sort()
         return out
 
-    def _children(self, prefix: str) -> list[str]:
+    def _children(self, prefix: str) -> builtins.list[str]:
         directory, _ = self._dir_of(prefix)
         try:
             with os.scandir(directory) as entries:
                 return sorted(
-                    e.name for e in entries
+                    e.name
+                    for e in entries
                     if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
                 )
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
-            raise StorageError(f"local storage failed listing {prefix!r}: {exc}") from exc
+            raise StorageError(
+                f"local storage failed listing {prefix!r}: {exc}"
+            ) from exc
 
     def _delete(self, key: str) -> bool:
         path = self._path(key)
@@ -246,17 +255,19 @@ class LocalStore(ObjectStore):
 
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
-    ) -> list[bytes | None]:
+    ) -> builtins.list[bytes | None]:
         return await asyncio.to_thread(self._read_many, keys)
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[str]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None
+    ) -> builtins.list[str]:
         return await asyncio.to_thread(self._list, prefix, start_after, False)
 
-    async def leftovers(self, prefix: str) -> list[str]:
+    async def leftovers(self, prefix: str) -> builtins.list[str]:
         return await asyncio.to_thread(self._list, prefix, None, True)
 
     async def delete(self, key: str) -> bool:
         return await asyncio.to_thread(self._delete, key)
 
-    async def children(self, prefix: str) -> list[str]:
+    async def children(self, prefix: str) -> builtins.list[str]:
         return await asyncio.to_thread(self._children, prefix)

@@ -10,8 +10,7 @@ import hashlib
 import itertools
 import threading
 from bisect import bisect_right
-from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from journal.errors import (
     ObjectExistsError,
@@ -19,6 +18,10 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from journal.store import ObjectStore
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Sequence
 
 __all__ = ["MemoryStore"]
 
@@ -47,7 +50,8 @@ class MemoryStore(ObjectStore):
 
     @staticmethod
     def _etag(data: bytes) -> str:
-        return f"{next(MemoryStore._counter)}-{hashlib.blake2b(data, digest_size=8).hexdigest()}"
+        digest = hashlib.blake2b(data, digest_size=8).hexdigest()
+        return f"{next(MemoryStore._counter)}-{digest}"
 
     def _put(self, key: str, data: bytes) -> str:
         if key not in self._objects:
@@ -81,14 +85,16 @@ class MemoryStore(ObjectStore):
 
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
-    ) -> list[bytes | None]:
+    ) -> builtins.list[bytes | None]:
         with self._lock:
             return [
                 found[0] if (found := self._objects.get(k)) is not None else None
                 for k in keys
             ]
 
-    async def list(self, prefix: str, *, start_after: str | None = None) -> list[str]:
+    async def list(
+        self, prefix: str, *, start_after: str | None = None
+    ) -> builtins.list[str]:
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         with self._lock:
             lo = bisect_right(self._sorted, start_after) if start_after else 0
@@ -110,7 +116,7 @@ class MemoryStore(ObjectStore):
             self._sorted.remove(key)
             return True
 
-    async def children(self, prefix: str) -> list[str]:
+    async def children(self, prefix: str) -> builtins.list[str]:
         prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
         names: set[str] = set()
         for key in await self.list(prefix):

@@ -44,7 +44,9 @@ def _load(target: str, hint: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         extra = f"; install it with: {hint}" if hint else ""
-        raise ImportError(f"cannot load storage backend {target}: {exc}{extra}") from exc
+        raise ImportError(
+            f"cannot load storage backend {target}: {exc}{extra}"
+        ) from exc
     return getattr(module, attr)
 
 

@@ -1,0 +1,114 @@
+"""Checkpoints: derived snapshots that bound replay, with content-addressed chunks.
+
+A checkpoint stores the small non-message part of the state inline and the messages
+as a list of chunk references. Chunk boundaries are content-defined (a boundary
+follows a message whose id hashes to 0 mod :data:`CHUNK_MODULUS`, or a chunk reaching
+:data:`MAX_CHUNK_MESSAGES` messages), so appending messages leaves every earlier
+chunk unchanged and dropping a prefix (a compaction) shifts nothing: successive
+checkpoints share their chunks and write only what changed. Chunks are immutable
+blobs (``blobs/<sha256>``) checked on read.
+
+``LAST_CHECKPOINT`` is only a hint: it may lag or point at something missing or
+corrupt, so readers verify what they find and fall back to an earlier checkpoint or
+to version 1, with a warning. A checkpoint names the hash of the record it covers;
+one whose hash does not match the log is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal.events import Msg
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "CHUNK_MODULUS",
+    "DEFAULT_CHECKPOINT_EVERY",
+    "MAX_CHUNK_MESSAGES",
+    "CheckpointPolicy",
+    "decode_chunk",
+    "encode_chunks",
+]
+
+DEFAULT_CHECKPOINT_EVERY = 100
+CHUNK_MODULUS = 16
+MAX_CHUNK_MESSAGES = 64
+MAX_CHUNK_BYTES = 256 * 1024
+
+_encoder = msgspec.msgpack.Encoder()
+_chunk_decoder = msgspec.msgpack.Decoder(list[Msg])
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointPolicy:
+    """When a writer checkpoints on its own.
+
+    Attributes:
+        every: Write a checkpoint once this many records have been committed since
+            the last one (0 disables automatic checkpoints; ``checkpoint()`` still
+            works).
+    """
+
+    every: int = DEFAULT_CHECKPOINT_EVERY
+
+    def __post_init__(self) -> None:
+        if self.every < 0:
+            raise ValueError(f"checkpoint every must be >= 0, not {self.every}")
+
+    def due(self, version: int, last_checkpoint: int) -> bool:
+        """Whether a checkpoint is due at ``version``."""
+        return self.every > 0 and version - last_checkpoint >= self.every
+
+
+def _is_boundary(message_id: str) -> bool:
+    digest = hashlib.blake2b(message_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % CHUNK_MODULUS == 0
+
+
+def encode_chunks(messages: Sequence[Msg]) -> list[tuple[str, bytes]]:
+    """Split ``messages`` into content-defined chunks and encode them (pure).
+
+    Returns:
+        ``(sha256 hex, bytes)`` per chunk, in order.
+    """
+    out: list[tuple[str, bytes]] = []
+    start = 0
+    size = 0
+    encoded: list[bytes] = []
+    for i, msg in enumerate(messages):
+        data = _encoder.encode(msg)
+        encoded.append(data)
+        size += len(data)
+        if (
+            _is_boundary(msg.id)
+            or i + 1 - start >= MAX_CHUNK_MESSAGES
+            or size >= MAX_CHUNK_BYTES
+        ):
+            out.append(_pack(encoded))
+            start, size, encoded = i + 1, 0, []
+    if encoded:
+        out.append(_pack(encoded))
+    return out
+
+
+def _pack(encoded: list[bytes]) -> tuple[str, bytes]:
+    # A msgpack array header followed by the already-encoded messages.
+    n = len(encoded)
+    header = bytes([144 | n]) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+    data = header + b"".join(encoded)
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def decode_chunk(data: bytes) -> list[Msg]:
+    """Decode one chunk's messages.
+
+    Raises:
+        msgspec.DecodeError: The bytes are not a chunk.
+    """
+    return _chunk_decoder.decode(data)

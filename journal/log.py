@@ -1,0 +1,193 @@
+"""One thread's log on an object store: keys, publishing, reading and resolving.
+
+Layout under the thread's prefix (see SPEC "Layout")::
+
+    log/<20-digit version>.rec     one record per version, created exclusively
+    checkpoints/<version>.ckpt     derived snapshots
+    blobs/<sha256>                 large event payloads and message chunks
+    LAST_CHECKPOINT                hint: the newest checkpoint's version
+    LEASE                          the writer lease
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import codec
+from journal import events as ev
+from journal.checkpoint import decode_chunk
+from journal.errors import CorruptRecordError, ObjectExistsError, ObjectNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from journal.keys import ThreadKey
+    from journal.store import ObjectStore
+
+__all__ = ["ThreadLog", "version_of"]
+
+_WIDTH = 20
+_REC_SUFFIX = ".rec"
+_CKPT_SUFFIX = ".ckpt"
+
+
+def version_of(key: str) -> int | None:
+    """The version named by a record or checkpoint key, or None for other keys."""
+    name = key.rsplit("/", 1)[-1]
+    stem, dot, suffix = name.partition(".")
+    if not dot or len(stem) != _WIDTH or not stem.isdigit():
+        return None
+    if "." + suffix not in (_REC_SUFFIX, _CKPT_SUFFIX):
+        return None
+    return int(stem)
+
+
+class ThreadLog:
+    """Storage operations of one thread. Stateless apart from its identity."""
+
+    def __init__(self, store: ObjectStore, key: ThreadKey) -> None:
+        self.store = store
+        self.key = key
+        self.label = str(key)
+        self.prefix = key.prefix
+        self.log_dir = f"{self.prefix}/log/"
+        self.checkpoint_dir = f"{self.prefix}/checkpoints/"
+        self.blob_dir = f"{self.prefix}/blobs/"
+        self.lease_key = f"{self.prefix}/LEASE"
+        self.hint_key = f"{self.prefix}/LAST_CHECKPOINT"
+
+    # --- keys -------------------------------------------------------------------
+
+    def record_key(self, version: int) -> str:
+        """The key of the record at ``version``."""
+        return f"{self.log_dir}{version:0{_WIDTH}d}{_REC_SUFFIX}"
+
+    def checkpoint_key(self, version: int) -> str:
+        """The key of the checkpoint at ``version``."""
+        return f"{self.checkpoint_dir}{version:0{_WIDTH}d}{_CKPT_SUFFIX}"
+
+    def blob_key(self, digest: str) -> str:
+        """The key of a blob."""
+        return f"{self.blob_dir}{digest}"
+
+    # --- listing ----------------------------------------------------------------
+
+    async def versions(self, after: int = 0) -> list[int]:
+        """Record versions present after ``after``, ascending (one LIST)."""
+        start = self.record_key(after) if after > 0 else None
+        keys = await self.store.list(self.log_dir, start_after=start)
+        return [v for k in keys if (v := version_of(k)) is not None]
+
+    async def checkpoint_versions(self) -> list[int]:
+        """Checkpoint versions present, ascending."""
+        keys = await self.store.list(self.checkpoint_dir)
+        return [v for k in keys if (v := version_of(k)) is not None]
+
+    # --- records ----------------------------------------------------------------
+
+    async def publish(self, encoded: codec.EncodedRecord, version: int) -> None:
+        """Write the record's blobs, then create the record exclusively.
+
+        Raises:
+            ObjectExistsError: The slot is taken; read it to decide what happened.
+        """
+        for digest, data in encoded.blobs.items():
+            await self.put_blob(digest, data)
+        await self.store.create(self.record_key(version), encoded.data)
+
+    async def put_blob(self, digest: str, data: bytes) -> None:
+        """Create a content-addressed blob (an existing one is the same content)."""
+        with contextlib.suppress(ObjectExistsError):
+            await self.store.create(self.blob_key(digest), data)
+
+    async def read_parsed(self, version: int) -> codec.ParsedRecord:
+        """Read and verify one record.
+
+        Raises:
+            ObjectNotFoundError: No record at ``version``.
+            CorruptRecordError: It fails a check.
+        """
+        data, _ = await self.store.read(self.record_key(version))
+        return codec.parse_record(data, label=self.label, version=version)
+
+    async def read_range(self, versions: Sequence[int]) -> list[codec.ParsedRecord]:
+        """Read and verify several records (concurrently); a missing one is corrupt."""
+        raw = await self.store.read_many([self.record_key(v) for v in versions])
+        out = []
+        for version, data in zip(versions, raw, strict=True):
+            if data is None:
+                raise CorruptRecordError(self.label, version, "record is missing")
+            out.append(codec.parse_record(data, label=self.label, version=version))
+        return out
+
+    async def read_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """Read blobs and check their hashes.
+
+        Raises:
+            CorruptRecordError: A blob is missing or does not match its hash.
+        """
+        unique = list(dict.fromkeys(digests))
+        raw = await self.store.read_many([self.blob_key(d) for d in unique])
+        out: dict[str, bytes] = {}
+        for digest, data in zip(unique, raw, strict=True):
+            if data is None:
+                raise CorruptRecordError(self.label, None, f"blob {digest} is missing")
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise CorruptRecordError(
+                    self.label, None, f"blob {digest} does not match its hash"
+                )
+            out[digest] = data
+        return out
+
+    async def materialize(
+        self, parsed: Sequence[codec.ParsedRecord]
+    ) -> list[codec.Record]:
+        """Decode records, fetching their blobs and message chunks."""
+        refs = [ref for p in parsed for ref in p.blob_refs]
+        blobs = await self.read_blobs(refs) if refs else {}
+        records = [codec.materialize(p, label=self.label, blobs=blobs) for p in parsed]
+        chunk_refs = [
+            digest
+            for r in records
+            for e in r.events
+            if isinstance(e, ev.AgentStateReplaced)
+            for digest in e.chunks
+        ]
+        if not chunk_refs:
+            return records
+        chunks = await self.read_blobs(chunk_refs)
+        return [self._resolve_chunks(r, chunks) for r in records]
+
+    def _resolve_chunks(
+        self, record: codec.Record, chunks: dict[str, bytes]
+    ) -> codec.Record:
+        if not any(
+            isinstance(e, ev.AgentStateReplaced) and e.chunks for e in record.events
+        ):
+            return record
+        resolved: list[object] = []
+        for e in record.events:
+            if isinstance(e, ev.AgentStateReplaced) and e.chunks:
+                messages = list(e.messages)
+                for digest in e.chunks:
+                    try:
+                        messages.extend(decode_chunk(chunks[digest]))
+                    except msgspec.DecodeError as exc:
+                        raise CorruptRecordError(
+                            self.label, record.version, f"chunk {digest}: {exc}"
+                        ) from None
+                e = msgspec.structs.replace(e, messages=messages, chunks=[])
+            resolved.append(e)
+        return msgspec.structs.replace(record, events=resolved)
+
+    async def exists(self, version: int) -> bool:
+        """Whether a record exists at ``version`` (one GET)."""
+        try:
+            await self.store.read(self.record_key(version))
+        except ObjectNotFoundError:
+            return False
+        return True
