@@ -1,0 +1,258 @@
+"""Commit, load, replay and space benchmarks for the journal core (local disk).
+
+Run: ``python benchmarks/bench_commit.py [--quick] [--out benchmarks/results_commit.md]``
+
+Everything is measured in one process, alternating where two things are compared,
+and reported as ratios: absolute times on shared machines are noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+
+import journal
+from journal import (
+    Journal,
+    MessageAppended,
+    Msg,
+    TextBlock,
+    ThreadKey,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from projections import AgentStateProjection, fold
+
+
+def turn(i: int) -> list[object]:
+    """A typical turn: 4 messages, ~2 KB (user ~200 B, an assistant tool call, a
+    ~1 KB tool result, a ~300 B final reply)."""
+    call = f"call-{i}"
+    return [
+        MessageAppended(Msg("user", f"Question {i}: " + "please look this up " * 9)),
+        MessageAppended(
+            Msg("assistant", [TextBlock("Let me check."),
+                              ToolUseBlock(call, "search", {"q": f"topic {i}"})])
+        ),
+        MessageAppended(Msg("tool", [ToolResultBlock(call, "result " * 150)])),
+        MessageAppended(Msg("assistant", f"Answer {i}: " + "the answer is here. " * 14)),
+    ]
+
+
+def payload_bytes(events: list[object]) -> int:
+    """The bytes of the messages themselves (what a user would call the payload)."""
+    return sum(
+        len(msgspec.msgpack.encode(e.message))
+        for e in events
+        if isinstance(e, MessageAppended)
+    )
+
+
+def floor_publish(directory: str, data: bytes, n: int, fsync: bool) -> list[float]:
+    """The raw floor: temp + fsync + link + unlink + fsync dir, no library."""
+    out = []
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, data)
+            if fsync:
+                os.fsync(fd)
+            os.close(fd)
+            os.link(tmp, os.path.join(directory, uuid.uuid4().hex))
+            os.unlink(tmp)
+            if fsync:
+                os.fsync(dfd)
+            out.append(time.perf_counter() - t0)
+    finally:
+        os.close(dfd)
+    return out
+
+
+async def timed(fn: Callable[[], Awaitable[object]]) -> float:
+    t0 = time.perf_counter()
+    await fn()
+    return time.perf_counter() - t0
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def du(root: str) -> tuple[int, int]:
+    """(sum of file sizes, allocated bytes) under root."""
+    size = alloc = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            st = os.stat(os.path.join(dirpath, name))
+            size += st.st_size
+            alloc += st.st_blocks * 512
+    return size, alloc
+
+
+async def fill(j: Journal, key: ThreadKey, n: int, start: int = 0) -> int:
+    payload = 0
+    async with j.writer(key, holder="bench") as w:
+        for i in range(start, start + n):
+            events = turn(i)
+            payload += payload_bytes(events)
+            await w.append(events)
+    return payload
+
+
+async def commit_latencies(j: Journal, key: ThreadKey, n: int, start: int
+                           ) -> list[float]:
+    out = []
+    async with j.writer(key, holder="bench") as w:
+        for i in range(start, start + n):
+            events = turn(i)
+            t0 = time.perf_counter()
+            await w.append(events)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+async def main(quick: bool) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    n_commit = 300 if quick else 1500
+    big = 1000 if quick else 5000
+    huge = 2000 if quick else 10000
+    root = tempfile.mkdtemp(prefix="aj-bench-")
+    sample = journal.codec.encode_record(
+        version=1, epoch=1, writer="bench", batch_id=uuid.uuid4().hex, run_id=None,
+        committed_at=time.time(), prev_hash=journal.codec.GENESIS_HASH, events=turn(0),
+    ).data
+
+    # 1. Commit latency vs the raw floor, alternating in blocks of 50.
+    floor_dir = os.path.join(root, "floor")
+    os.makedirs(floor_dir)
+    for fsync in (True, False):
+        j = Journal.open(os.path.join(root, f"commit-{fsync}"), fsync=fsync,
+                         checkpoint_every=100)
+        key = ThreadKey("bench", f"commit-{fsync}")
+        floor: list[float] = []
+        ours: list[float] = []
+        done = 0
+        while done < n_commit:
+            floor += floor_publish(floor_dir, sample, 50, fsync)
+            ours += await commit_latencies(j, key, 50, done)
+            done += 50
+        label = "fsync" if fsync else "no fsync"
+        f50, o50 = statistics.median(floor), statistics.median(ours)
+        rows.append((f"commit p50 ({label}), {len(sample)} B turn",
+                     f"{o50 * 1e3:.3f} ms vs floor {f50 * 1e3:.3f} ms",
+                     f"{o50 / f50:.2f}x floor"))
+        rows.append((f"commit p99 ({label})",
+                     f"{pct(ours, 0.99) * 1e3:.3f} ms vs floor "
+                     f"{pct(floor, 0.99) * 1e3:.3f} ms",
+                     f"{pct(ours, 0.99) / pct(floor, 0.99):.2f}x floor"))
+
+    # 2. Commit cost flat in history length: 100-record vs big thread, alternating.
+    j = Journal.open(os.path.join(root, "flat"), fsync=False)
+    small, large = ThreadKey("bench", "small"), ThreadKey("bench", "large")
+    await fill(j, small, 100)
+    await fill(j, large, big)
+    s_lat: list[float] = []
+    l_lat: list[float] = []
+    for r in range(6):
+        s_lat += await commit_latencies(j, small, 50, 100 + r * 50)
+        l_lat += await commit_latencies(j, large, 50, big + r * 50)
+    ratio = statistics.median(l_lat) / statistics.median(s_lat)
+    rows.append((f"commit at {big} records / at 100 records (p50, no fsync)",
+                 f"{statistics.median(l_lat) * 1e3:.3f} ms / "
+                 f"{statistics.median(s_lat) * 1e3:.3f} ms", f"{ratio:.2f}x"))
+
+    # 3. Load: huge thread with default checkpoints vs 100 records.
+    j = Journal.open(os.path.join(root, "load"), fsync=False)
+    k_small, k_huge = ThreadKey("bench", "load-small"), ThreadKey("bench", "load-huge")
+    await fill(j, k_small, 100)
+    await fill(j, k_huge, huge)
+    fresh = Journal.open(os.path.join(root, "load"))
+    t_small: list[float] = []
+    t_huge: list[float] = []
+    for _ in range(7):
+        t_small.append(await timed(lambda: fresh.load(k_small)))
+        t_huge.append(await timed(lambda: fresh.load(k_huge)))
+    ratio = statistics.median(t_huge) / statistics.median(t_small)
+    rows.append((f"load {huge}-record thread / 100-record thread (checkpoints on)",
+                 f"{statistics.median(t_huge) * 1e3:.2f} ms / "
+                 f"{statistics.median(t_small) * 1e3:.2f} ms", f"{ratio:.2f}x"))
+
+    # 4. Full replay throughput (decode + fold, records already read).
+    records = [r async for r in fresh.records(k_huge)]
+    n_events = sum(len(r.events) for r in records)
+    raw_keys = [fresh._log(k_huge).record_key(r.version) for r in records]
+    raw = await fresh.store.read_many(raw_keys)
+    label = str(k_huge)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        parsed = [journal.codec.parse_record(d, label=label, version=i + 1)
+                  for i, d in enumerate(raw) if d is not None]
+        decoded = [journal.codec.materialize(p, label=label) for p in parsed]
+        proj = AgentStateProjection(label)
+        fold(proj, proj.initial(k_huge), decoded)
+        best = min(best, time.perf_counter() - t0)
+    rows.append(("full replay (parse + checksum + hash + decode + fold)",
+                 f"{n_events} events in {best * 1e3:.1f} ms",
+                 f"{n_events / best:,.0f} events/s"))
+
+    # 5. verify throughput.
+    t0 = time.perf_counter()
+    report = await fresh.verify(k_huge)
+    elapsed = time.perf_counter() - t0
+    rows.append(("verify (records + every checkpoint vs replay)",
+                 f"{report.bytes / 1e6:.1f} MB in {elapsed * 1e3:.0f} ms, ok={report.ok}",
+                 f"{report.bytes / 1e6 / elapsed:.1f} MB/s"))
+
+    # 6. Bytes written after 1,000 turns with default checkpoints.
+    space_root = os.path.join(root, "space")
+    j = Journal.open(space_root, fsync=False)
+    key = ThreadKey("bench", "space")
+    payload = await fill(j, key, 1000)
+    size, alloc = du(space_root)
+    rows.append(("bytes written after 1,000 turns (records+checkpoints+chunks)",
+                 f"{size:,} B for {payload:,} B of messages (du {alloc:,} B)",
+                 f"{size / payload:.2f}x payload"))
+    return rows
+
+
+def render(rows: list[tuple[str, str, str]], quick: bool) -> str:
+    lines = [
+        "# Journal core benchmark",
+        "",
+        f"Command: `python benchmarks/bench_commit.py{' --quick' if quick else ''}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, msgspec {msgspec.__version__}  ",
+        f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        "| measure | values | ratio |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke)")
+    parser.add_argument("--out", type=Path, help="also write the table here")
+    args = parser.parse_args()
+    table = render(asyncio.run(main(args.quick)), args.quick)
+    sys.stdout.write(table)
+    if args.out:
+        args.out.write_text(table)
