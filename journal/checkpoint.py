@@ -32,8 +32,10 @@ __all__ = [
     "DEFAULT_CHECKPOINT_EVERY",
     "MAX_CHUNK_MESSAGES",
     "CheckpointPolicy",
+    "ChunkEncoder",
     "decode_chunk",
     "encode_chunks",
+    "pack_chunk",
 ]
 
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -95,6 +97,66 @@ def encode_chunks(messages: Sequence[Msg]) -> list[tuple[str, bytes]]:
     if encoded:
         out.append(_pack(encoded))
     return out
+
+
+class ChunkEncoder:
+    """Chunks a context incrementally: work is proportional to what changed.
+
+    When the context only grew since the previous call (its old part compares equal,
+    which for the same message objects is an identity check in C), the chunks closed
+    last time are reused and only the still-open last chunk and the new messages are
+    processed. Anything else starts over.
+    """
+
+    def __init__(self) -> None:
+        self._previous: list[Msg] = []
+        self._closed: list[tuple[str, list[Msg]]] = []
+        self._closed_upto = 0
+
+    def chunk(self, messages: Sequence[Msg]) -> list[tuple[str, list[Msg]]]:
+        """Split ``messages`` into chunks.
+
+        Returns:
+            ``(sha256 hex, messages)`` per chunk, in order; :func:`pack_chunk` gives
+            a chunk's bytes when the caller needs to write it.
+        """
+        previous = self._previous
+        if (
+            previous
+            and len(messages) >= len(previous)
+            and (list(messages[: len(previous)]) == previous)
+        ):
+            closed = list(self._closed)
+            start = self._closed_upto
+        else:
+            closed, start = [], 0
+        run: list[Msg] = []
+        encoded: list[bytes] = []
+        size = 0
+        for i in range(start, len(messages)):
+            msg = messages[i]
+            data = _encoder.encode(msg)
+            run.append(msg)
+            encoded.append(data)
+            size += len(data)
+            if (
+                _is_boundary(msg.id)
+                or len(run) >= MAX_CHUNK_MESSAGES
+                or size >= MAX_CHUNK_BYTES
+            ):
+                closed.append((_pack(encoded)[0], run))
+                start = i + 1
+                run, encoded, size = [], [], 0
+        self._previous = list(messages)
+        self._closed, self._closed_upto = closed, start
+        if run:
+            return [*closed, (_pack(encoded)[0], run)]
+        return list(closed)
+
+
+def pack_chunk(messages: Sequence[Msg]) -> tuple[str, bytes]:
+    """Encode one chunk: ``(sha256 hex, bytes)``."""
+    return _pack([_encoder.encode(m) for m in messages])
 
 
 def _pack(encoded: list[bytes]) -> tuple[str, bytes]:

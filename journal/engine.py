@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -15,7 +16,12 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
-from journal.checkpoint import CheckpointPolicy, decode_chunk, encode_chunks
+from journal.checkpoint import (
+    CheckpointPolicy,
+    ChunkEncoder,
+    decode_chunk,
+    pack_chunk,
+)
 from journal.diff import diff_states
 from journal.errors import (
     CorruptRecordError,
@@ -590,6 +596,7 @@ class Journal:
         expected = 1
         replay_ok = True
         present = set(versions)
+        checker = _CheckpointChecker()
         for i in range(0, len(versions), _READ_BATCH):
             batch = versions[i : i + _READ_BATCH]
             raw = await self.store.read_many([log.record_key(v) for v in batch])
@@ -609,7 +616,7 @@ class Journal:
                 report.bytes += len(data)
                 try:
                     parsed = codec.parse_record(data, label=log.label, version=version)
-                    record = (await log.materialize([parsed]))[0]
+                    record = await log.materialize_one(parsed)
                 except CorruptRecordError as exc:
                     report.problems.append(Finding(version, str(exc)))
                     replay_ok = False
@@ -653,7 +660,9 @@ class Journal:
                             Finding(version, f"replay stopped: {exc}")
                         )
                 if replay_ok and version in checkpoints:
-                    await self._verify_checkpoint(log, state, parsed.hash, report)
+                    await self._verify_checkpoint(
+                        log, state, parsed.hash, report, checker
+                    )
         report.head = expected - 1
         for version in sorted(checkpoints - present):
             report.problems.append(
@@ -672,31 +681,66 @@ class Journal:
         state: AgentState,
         record_hash: bytes,
         report: VerifyReport,
+        checker: _CheckpointChecker,
     ) -> None:
         version = state.version
         report.checkpoints += 1
         try:
-            stored, body = await self._read_checkpoint(log, version)
-        except (
-            ValueError,
-            CorruptRecordError,
-            ObjectNotFoundError,
-            msgspec.DecodeError,
-        ) as exc:
+            data, _ = await self.store.read(log.checkpoint_key(version))
+            body = codec.decode_checkpoint(data)
+        except (ValueError, ObjectNotFoundError) as exc:
             report.problems.append(Finding(version, f"checkpoint is unreadable: {exc}"))
             return
-        if body.record_hash != record_hash:
+        if body.version != version:
+            report.problems.append(
+                Finding(version, f"checkpoint file says version {body.version}")
+            )
+        elif body.record_hash != record_hash:
             report.problems.append(
                 Finding(version, "checkpoint names a record hash that is not the log's")
             )
-        elif encode_state(stored) != encode_state(state):
+        elif body.state != encode_state(state.without_context()) or body.chunks != [
+            digest for digest, _ in checker.encoder.chunk(state.context)
+        ]:
             report.problems.append(
                 Finding(version, "checkpoint differs from a fresh replay")
             )
+        # Each chunk is shared by many checkpoints: check its bytes once.
+        unchecked = [d for d in dict.fromkeys(body.chunks) if d not in checker.checked]
+        if unchecked:
+            raw = await self.store.read_many([log.blob_key(d) for d in unchecked])
+            for digest, blob in zip(unchecked, raw, strict=True):
+                if blob is None:
+                    report.problems.append(
+                        Finding(version, f"checkpoint chunk {digest} is missing")
+                    )
+                elif hashlib.sha256(blob).hexdigest() != digest:
+                    report.problems.append(
+                        Finding(version, f"checkpoint chunk {digest} is corrupt")
+                    )
+                else:
+                    checker.checked.add(digest)
+
+
+@dataclass(slots=True)
+class _CheckpointChecker:
+    encoder: ChunkEncoder = field(default_factory=ChunkEncoder)
+    checked: set[str] = field(default_factory=set)
 
 
 class _ForeignCheckpointError(Exception):
     pass
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """What a checkpoint needs, captured synchronously at a version."""
+
+    version: int
+    record_hash: bytes
+    state: bytes
+    chunks: list[tuple[str, list[ev.Msg]]]
+    message_count: int
 
 
 class _WriterContext:
@@ -773,6 +817,7 @@ class ThreadWriter:
         self._checkpointer: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
         self._chunks: set[str] = set()
+        self._chunker = ChunkEncoder()
         self._batches: dict[str, codec.Record] = {}
         self._uncertain: dict[int, tuple[str, bytes]] = {}
         self._lock = asyncio.Lock()
@@ -1119,42 +1164,43 @@ class ThreadWriter:
         snapshot = self._snapshot()
         self._last_checkpoint = self.version
         self._checkpointer = asyncio.create_task(
-            self._write_checkpoint(*snapshot), name=f"checkpoint {self.label}"
+            self._write_checkpoint(snapshot), name=f"checkpoint {self.label}"
         )
         self._checkpointer.add_done_callback(_log_task_failure)
 
-    def _snapshot(self) -> tuple[int, bytes, bytes, list[ev.Msg]]:
+    def _snapshot(self) -> _Snapshot:
         state = self.state
-        return (
+        return _Snapshot(
             self.version,
             self._head_hash,
             encode_state(state.without_context()),
-            list(state.context),
+            self._chunker.chunk(state.context),
+            len(state.context),
         )
 
-    async def _write_checkpoint(
-        self, version: int, record_hash: bytes, state: bytes, messages: list[ev.Msg]
-    ) -> None:
-        chunks = encode_chunks(messages)
-        for digest, data in chunks:
+    async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
+        for digest, messages in chunks:
             if digest not in self._chunks:
-                await self.log.put_blob(digest, data)
+                await self.log.put_blob(digest, pack_chunk(messages)[1])
                 self._chunks.add(digest)
+
+    async def _write_checkpoint(self, snap: _Snapshot) -> None:
+        await self._put_chunks(snap.chunks)
         body = codec.CheckpointBody(
             codec.FORMAT_VERSION,
-            version,
-            record_hash,
+            snap.version,
+            snap.record_hash,
             self.journal.clock(),
-            state,
-            [d for d, _ in chunks],
-            len(messages),
+            snap.state,
+            [d for d, _ in snap.chunks],
+            snap.message_count,
         )
         with contextlib.suppress(ObjectExistsError):
             await self.journal.store.create(
-                self.log.checkpoint_key(version), codec.encode_checkpoint(body)
+                self.log.checkpoint_key(snap.version), codec.encode_checkpoint(body)
             )
         await self.journal.store.replace(
-            self.log.hint_key, f"{version:020d}\n".encode(), if_match=None
+            self.log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
         )
 
     async def checkpoint(self) -> int:
@@ -1166,7 +1212,7 @@ class ThreadWriter:
                     await self._checkpointer
             snapshot = self._snapshot()
             self._last_checkpoint = self.version
-            await self._write_checkpoint(*snapshot)
+            await self._write_checkpoint(snapshot)
             return self.version
 
     # --- state changes ---
@@ -1227,11 +1273,8 @@ class ThreadWriter:
     ) -> codec.Record | None:
         events = diff_states(self.state, new)
         if events is None:
-            chunks = encode_chunks(new.context)
-            for digest, data in chunks:
-                if digest not in self._chunks:
-                    await self.log.put_blob(digest, data)
-                    self._chunks.add(digest)
+            chunks = self._chunker.chunk(new.context)
+            await self._put_chunks(chunks)
             bare = encode_state(new.without_context())
             wire: list[object] = [
                 ev.AgentStateReplaced(reason, bare, chunks=[d for d, _ in chunks])

@@ -162,6 +162,16 @@ class ThreadLog:
         chunks = await self.read_blobs(chunk_refs)
         return [self._resolve_chunks(r, chunks) for r in records]
 
+    async def materialize_one(self, parsed: codec.ParsedRecord) -> codec.Record:
+        """Decode one record; only touches storage when it references blobs."""
+        if not parsed.blob_refs:
+            record = codec.materialize(parsed, label=self.label)
+            if not any(
+                isinstance(e, ev.AgentStateReplaced) and e.chunks for e in record.events
+            ):
+                return record
+        return (await self.materialize([parsed]))[0]
+
     def _resolve_chunks(
         self, record: codec.Record, chunks: dict[str, bytes]
     ) -> codec.Record:
