@@ -24,6 +24,7 @@ import msgspec
 
 import journal
 from journal import (
+    ContextCompacted,
     Journal,
     MessageAppended,
     Msg,
@@ -88,6 +89,13 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - t0
 
 
+def _async(fn: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+    async def run() -> object:
+        return fn()
+
+    return run
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
@@ -112,6 +120,18 @@ async def fill(j: Journal, key: ThreadKey, n: int, start: int = 0) -> int:
             payload += payload_bytes(events)
             await w.append(events)
     return payload
+
+
+async def fill_compacting(j: Journal, key: ThreadKey, n: int, every: int = 50
+                          ) -> None:
+    """Like fill, but compacts the context every ``every`` turns (keeping the last
+    8 messages), as long-running agents do."""
+    async with j.writer(key, holder="bench") as w:
+        for i in range(n):
+            await w.append(turn(i))
+            if (i + 1) % every == 0:
+                old = [m.id for m in w.state.context[:-8]]
+                await w.append([ContextCompacted(f"summary up to turn {i}", old)])
 
 
 async def commit_latencies(j: Journal, key: ThreadKey, n: int, start: int
@@ -176,21 +196,36 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
                  f"{statistics.median(l_lat) * 1e3:.3f} ms / "
                  f"{statistics.median(s_lat) * 1e3:.3f} ms", f"{ratio:.2f}x"))
 
-    # 3. Load: huge thread with default checkpoints vs 100 records.
+    # 3. Load: huge thread with default checkpoints vs 100 records, for a context
+    #    that is compacted as it grows, and for one that is never compacted.
     j = Journal.open(os.path.join(root, "load"), fsync=False)
-    k_small, k_huge = ThreadKey("bench", "load-small"), ThreadKey("bench", "load-huge")
+    k_small = ThreadKey("bench", "load-small")
+    k_huge = ThreadKey("bench", "load-huge")
+    k_compact = ThreadKey("bench", "load-compacted")
     await fill(j, k_small, 100)
     await fill(j, k_huge, huge)
+    await fill_compacting(j, k_compact, huge)
     fresh = Journal.open(os.path.join(root, "load"))
-    t_small: list[float] = []
-    t_huge: list[float] = []
+    times: dict[str, list[float]] = {"small": [], "huge": [], "compact": []}
     for _ in range(7):
-        t_small.append(await timed(lambda: fresh.load(k_small)))
-        t_huge.append(await timed(lambda: fresh.load(k_huge)))
-    ratio = statistics.median(t_huge) / statistics.median(t_small)
-    rows.append((f"load {huge}-record thread / 100-record thread (checkpoints on)",
-                 f"{statistics.median(t_huge) * 1e3:.2f} ms / "
-                 f"{statistics.median(t_small) * 1e3:.2f} ms", f"{ratio:.2f}x"))
+        times["small"].append(await timed(lambda: fresh.load(k_small)))
+        times["compact"].append(await timed(lambda: fresh.load(k_compact)))
+        times["huge"].append(await timed(lambda: fresh.load(k_huge)))
+    med = {name: statistics.median(v) for name, v in times.items()}
+    rows.append((f"load {huge}-turn thread, context compacted every 50 turns / "
+                 "100-turn thread (checkpoints on)",
+                 f"{med['compact'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms",
+                 f"{med['compact'] / med['small']:.2f}x"))
+    state = await fresh.load(k_huge)
+    blob = msgspec.msgpack.encode(state.context)
+    decoder = msgspec.msgpack.Decoder(list[Msg])
+    floor = min([await timed(_async(lambda: decoder.decode(blob))) for _ in range(5)])
+    rows.append((f"load {huge}-turn thread, never compacted ({len(state.context)} "
+                 "messages in context) / 100-turn thread",
+                 f"{med['huge'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms "
+                 f"(decoding the context alone: {floor * 1e3:.2f} ms)",
+                 f"{med['huge'] / med['small']:.2f}x "
+                 f"({med['huge'] / floor:.2f}x the decode floor)"))
 
     # 4. Full replay throughput (decode + fold, records already read).
     records = [r async for r in fresh.records(k_huge)]
