@@ -42,7 +42,7 @@ from journal.lease import (
     read_lease,
     write_lease,
 )
-from journal.log import ThreadLog
+from journal.log import RetentionMarker, ThreadLog
 from projections.agent_state import (
     AgentState,
     AgentStateProjection,
@@ -63,6 +63,8 @@ logger = logging.getLogger("journal")
 Mutation = Callable[[AgentState], AgentState | None]
 
 _READ_BATCH = 256
+DEFAULT_RETENTION_WINDOW = 7 * 24 * 3600.0
+"""Records are removed only once this many seconds old (far beyond any lease)."""
 _TRANSIENT_RETRIES = 4
 
 
@@ -286,6 +288,104 @@ class Journal:
         async with self.writer(key, holder, wait=wait, recover_runs=False) as w:
             return await w.checkpoint()
 
+    # --- retention and erasure ---
+
+    async def retain(
+        self,
+        key: ThreadKey,
+        *,
+        window: float = DEFAULT_RETENTION_WINDOW,
+    ) -> RetentionMarker | None:
+        """Remove records (and checkpoints) covered by an old enough checkpoint.
+
+        Picks the newest valid checkpoint whose record was committed more than
+        ``window`` seconds ago, writes the ``RETENTION`` marker naming it (so that
+        ``verify`` tells retention from loss), moves the ``LAST_CHECKPOINT`` hint up to
+        it, then deletes older checkpoints and records. The window must be far longer
+        than any lease TTL: a writer paused since before a takeover could otherwise
+        refill a removed slot. Content-addressed blobs are kept (they may be shared
+        with newer checkpoints). Takes no lease.
+
+        Returns:
+            The marker written, or None when nothing old enough can be removed.
+
+        Raises:
+            ValueError: ``window`` is negative.
+        """
+        if window < 0:
+            raise ValueError(f"window must be >= 0, not {window}")
+        log = self._log(key)
+        cutoff = self.clock() - window
+        current = await log.read_retention()
+        floor = current.checkpoint if current is not None else 1
+        chosen: int | None = None
+        for version in reversed(await log.checkpoint_versions()):
+            if version <= floor:
+                break
+            try:
+                _, body = await self._read_checkpoint(log, version)
+                record = await log.read_parsed(version)
+            except (
+                ObjectNotFoundError,
+                ValueError,
+                CorruptRecordError,
+                msgspec.DecodeError,
+            ):
+                continue
+            if record.hash == body.record_hash and record.body.committed_at <= cutoff:
+                chosen = version
+                break
+        if chosen is None:
+            return None
+        marker = RetentionMarker(chosen, chosen, self.clock())
+        await self.store.replace(
+            log.retention_key, msgspec.json.encode(marker), if_match=None
+        )
+        if await self._read_hint(log) < chosen:
+            await self.store.replace(
+                log.hint_key, f"{chosen:020d}\n".encode(), if_match=None
+            )
+        # Checkpoints first: a reader that cannot find its old checkpoint looks up
+        # the marker and starts from the retained one.
+        for version in await log.checkpoint_versions():
+            if version < chosen:
+                await self.store.delete(log.checkpoint_key(version))
+        for version in await log.versions():
+            if version >= chosen:
+                break
+            await self.store.delete(log.record_key(version))
+        return marker
+
+    async def erase(
+        self,
+        *,
+        user_id: str | EllipsisType | None = ...,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+    ) -> list[ThreadKey]:
+        """Delete every object of the matching threads (erasure on request).
+
+        At least ``user_id`` (None for the anonymous user) or ``session_id`` must be
+        given. Stop the threads' writers first: a live writer would go on creating
+        records in the erased thread. This cannot be undone.
+
+        Returns:
+            The threads erased.
+        """
+        if user_id is ... and session_id is None:
+            raise ValueError("erase needs user_id or session_id")
+        erased: list[ThreadKey] = []
+        async for key in self.threads(namespace, agent_id, user_id, session_id):
+            prefix = key.prefix + "/"
+            for object_key in await self.store.list(prefix):
+                if not object_key.endswith("/LEASE"):
+                    await self.store.delete(object_key)
+            # The lease goes last, so a writer acquiring meanwhile still fences.
+            await self.store.delete(f"{prefix}LEASE")
+            erased.append(key)
+        return erased
+
     # --- reading ---
 
     async def head(self, key: ThreadKey) -> int:
@@ -471,6 +571,8 @@ class Journal:
         tried: set[int] = set()
         hint = await self._read_hint(log)
         candidates: list[int] | None = None
+        marker: RetentionMarker | None = None
+        restarts = 0
         while True:
             # Pick the newest checkpoint at or below the target not yet refused.
             version = 0
@@ -482,34 +584,62 @@ class Journal:
                 version = hint
             else:
                 if candidates is None:
+                    # Off the fast path: only now is the retention marker worth a GET.
                     candidates = await log.checkpoint_versions()
+                    marker = await log.read_retention()
+                    if marker is not None:
+                        if at_version is not None and at_version < marker.checkpoint:
+                            raise ValueError(
+                                f"{log.label}: history before version "
+                                f"{marker.checkpoint} was removed by retention"
+                            )
+                        candidates = [c for c in candidates if c >= marker.checkpoint]
                 usable = [
                     c
                     for c in candidates
                     if c not in tried and (at_version is None or c <= at_version)
                 ]
                 version = usable[-1] if usable else 0
+            base: tuple[AgentState, codec.CheckpointBody] | None = None
             if version == 0:
-                return await self._replay(log, projection, None, at_version, warnings)
-            tried.add(version)
+                if marker is not None:
+                    raise CorruptRecordError(
+                        log.label,
+                        marker.checkpoint,
+                        "records before this version were removed by retention and "
+                        "no usable checkpoint at or after it remains",
+                    )
+            else:
+                tried.add(version)
+                try:
+                    base = await self._read_checkpoint(log, version)
+                except ObjectNotFoundError:
+                    warnings.append(
+                        f"{log.label}: checkpoint {version} is missing; skipped"
+                    )
+                    continue
+                except (ValueError, CorruptRecordError, msgspec.DecodeError) as exc:
+                    warnings.append(
+                        f"{log.label}: checkpoint {version} is corrupt ({exc}); skipped"
+                    )
+                    continue
             try:
-                state, body = await self._read_checkpoint(log, version)
-            except ObjectNotFoundError:
-                warnings.append(
-                    f"{log.label}: checkpoint {version} is missing; skipped"
-                )
-                continue
-            except (ValueError, CorruptRecordError, msgspec.DecodeError) as exc:
-                warnings.append(
-                    f"{log.label}: checkpoint {version} is corrupt ({exc}); skipped"
-                )
-                continue
-            try:
-                return await self._replay(
-                    log, projection, (state, body), at_version, warnings
-                )
+                return await self._replay(log, projection, base, at_version, warnings)
             except _ForeignCheckpointError as exc:
                 warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
+            except CorruptRecordError:
+                # Retention may have removed records after we chose where to start:
+                # start again from what it left, a bounded number of times.
+                moved = await log.read_retention()
+                if moved is None or moved.checkpoint <= version or restarts >= 3:
+                    raise
+                restarts += 1
+                warnings.append(
+                    f"{log.label}: records after version {version} were removed by "
+                    f"retention while loading; restarting from version "
+                    f"{moved.checkpoint}"
+                )
+                hint, candidates = await self._read_hint(log), None
 
     async def _replay(
         self,
@@ -596,6 +726,42 @@ class Journal:
         expected = 1
         replay_ok = True
         present = set(versions)
+        retained_from: codec.CheckpointBody | None = None
+        try:
+            marker = await log.read_retention()
+        except CorruptRecordError as exc:
+            report.problems.append(Finding(None, str(exc)))
+            marker = None
+        if marker is not None:
+            # Records before the marker's checkpoint were removed on purpose: start
+            # the replay from that checkpoint.
+            expected = marker.checkpoint
+            below = [v for v in versions if v < expected]
+            if below:
+                report.warnings.append(
+                    Finding(
+                        below[-1],
+                        f"{len(below)} record(s) below the retention point "
+                        f"{expected} remain (an interrupted retention)",
+                    )
+                )
+            versions = [v for v in versions if v >= expected]
+            checkpoints = {c for c in checkpoints if c >= expected}
+            try:
+                state, retained_from = await self._read_checkpoint(log, expected)
+            except (
+                ValueError,
+                CorruptRecordError,
+                ObjectNotFoundError,
+                msgspec.DecodeError,
+            ) as exc:
+                report.problems.append(
+                    Finding(
+                        expected,
+                        f"the checkpoint retention relies on is unusable: {exc}",
+                    )
+                )
+                replay_ok = False
         checker = _CheckpointChecker()
         for i in range(0, len(versions), _READ_BATCH):
             batch = versions[i : i + _READ_BATCH]
@@ -620,6 +786,20 @@ class Journal:
                 except CorruptRecordError as exc:
                     report.problems.append(Finding(version, str(exc)))
                     replay_ok = False
+                    continue
+                if retained_from is not None and version == retained_from.version:
+                    # The first retained record: its predecessor is gone on purpose;
+                    # the checkpoint vouches for it instead.
+                    if parsed.hash != retained_from.record_hash:
+                        report.problems.append(
+                            Finding(
+                                version,
+                                "record does not match the checkpoint "
+                                "retention relies on",
+                            )
+                        )
+                    prev_hash = parsed.hash
+                    max_epoch = record.epoch
                     continue
                 if parsed.body.prev_hash != prev_hash and version - 1 in present:
                     report.problems.append(

@@ -28,11 +28,28 @@ if TYPE_CHECKING:
     from journal.keys import ThreadKey
     from journal.store import ObjectStore
 
-__all__ = ["ThreadLog", "version_of"]
+__all__ = ["RetentionMarker", "ThreadLog", "version_of"]
 
 _WIDTH = 20
 _REC_SUFFIX = ".rec"
 _CKPT_SUFFIX = ".ckpt"
+
+
+class RetentionMarker(msgspec.Struct, frozen=True):
+    """``RETENTION``: records before ``checkpoint`` were removed on purpose.
+
+    Attributes:
+        first_retained: The lowest version kept (the checkpoint's own record).
+        checkpoint: The checkpoint that readers must start from (or after).
+        removed_at: When the removal was decided (wall clock).
+    """
+
+    first_retained: int
+    checkpoint: int
+    removed_at: float
+
+
+_marker_decoder = msgspec.json.Decoder(RetentionMarker)
 
 
 def version_of(key: str) -> int | None:
@@ -59,6 +76,7 @@ class ThreadLog:
         self.blob_dir = f"{self.prefix}/blobs/"
         self.lease_key = f"{self.prefix}/LEASE"
         self.hint_key = f"{self.prefix}/LAST_CHECKPOINT"
+        self.retention_key = f"{self.prefix}/RETENTION"
 
     # --- keys -------------------------------------------------------------------
 
@@ -193,6 +211,23 @@ class ThreadLog:
                 e = msgspec.structs.replace(e, messages=messages, chunks=[])
             resolved.append(e)
         return msgspec.structs.replace(record, events=resolved)
+
+    async def read_retention(self) -> RetentionMarker | None:
+        """The retention marker, or None when nothing was removed.
+
+        Raises:
+            CorruptRecordError: The marker exists but does not decode.
+        """
+        try:
+            data, _ = await self.store.read(self.retention_key)
+        except ObjectNotFoundError:
+            return None
+        try:
+            return _marker_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise CorruptRecordError(
+                self.label, None, f"RETENTION marker: {exc}"
+            ) from None
 
     async def exists(self, version: int) -> bool:
         """Whether a record exists at ``version`` (one GET)."""

@@ -1,0 +1,147 @@
+"""Retention (removing records covered by an old checkpoint) and erasure."""
+
+from __future__ import annotations
+
+import itertools
+
+import msgspec
+import pytest
+
+from journal import (
+    CorruptRecordError,
+    Journal,
+    MessageAppended,
+    Msg,
+    SummarySet,
+    ThreadKey,
+)
+from journal.log import ThreadLog
+from stores.memory import MemoryStore
+
+_names = itertools.count()
+
+
+class Clock:
+    """A wall clock the test moves by hand (expiry and retention windows)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def journal(clock: Clock) -> Journal:
+    return Journal(MemoryStore(f"retention-{next(_names)}"), checkpoint_every=10,
+                   clock=clock)
+
+
+async def fill(j: Journal, key: ThreadKey, n: int) -> None:
+    async with j.writer(key) as w:
+        for i in range(n):
+            await w.append([MessageAppended(Msg("user", f"m{i}"))])
+
+
+def encoded(state: object) -> bytes:
+    return msgspec.msgpack.encode(state)
+
+
+async def test_retention_keeps_state_and_verify_clean(journal: Journal, clock: Clock):
+    key = ThreadKey("a", "s")
+    await fill(journal, key, 35)
+    before = await journal.load(key)
+    clock.now += 8 * 24 * 3600
+    await fill(journal, key, 5)  # newer records, inside the window
+    expected = await journal.load(key)
+
+    marker = await journal.retain(key)
+
+    assert marker is not None
+    log = ThreadLog(journal.store, key)
+    remaining = await log.versions()
+    assert remaining[0] == marker.first_retained == marker.checkpoint
+    assert marker.checkpoint <= before.version
+    assert all(v >= marker.checkpoint for v in await log.checkpoint_versions())
+    assert encoded(await journal.load(key)) == encoded(expected)
+    fresh = Journal(journal.store)
+    assert encoded(await fresh.load(key)) == encoded(expected)
+    report = await journal.verify(key)
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.head == expected.version
+    # Time travel before the retained checkpoint is refused clearly.
+    with pytest.raises(ValueError, match="removed by retention"):
+        await journal.load(key, at_version=1)
+    # A writer continues after retention.
+    async with journal.writer(key) as w:
+        await w.append([SummarySet("after")])
+    assert (await journal.load(key)).summary == "after"
+
+
+async def test_retention_respects_the_window(journal: Journal, clock: Clock):
+    key = ThreadKey("a", "young")
+    await fill(journal, key, 30)
+    assert await journal.retain(key) is None
+    assert (await ThreadLog(journal.store, key).versions())[0] == 1
+
+
+async def test_missing_record_without_marker_is_a_problem(
+    journal: Journal, clock: Clock
+):
+    key = ThreadKey("a", "loss")
+    await fill(journal, key, 30)
+    log = ThreadLog(journal.store, key)
+    await journal.store.delete(log.record_key(3))
+    report = await journal.verify(key)
+    assert not report.ok
+    assert any(p.version == 3 and "missing" in p.message for p in report.problems)
+
+
+async def test_retention_marker_without_its_checkpoint_fails_closed(
+    journal: Journal, clock: Clock
+):
+    key = ThreadKey("a", "broken")
+    await fill(journal, key, 30)
+    clock.now += 8 * 24 * 3600
+    marker = await journal.retain(key)
+    assert marker is not None
+    log = ThreadLog(journal.store, key)
+    for version in await log.checkpoint_versions():
+        await journal.store.delete(log.checkpoint_key(version))
+    with pytest.raises(CorruptRecordError, match="removed by retention"):
+        await Journal(journal.store).load(key)
+    report = await journal.verify(key)
+    assert not report.ok
+
+
+async def test_erase_a_user_removes_only_their_threads(journal: Journal):
+    alice = [ThreadKey("a", "s1", "alice"), ThreadKey("a", "s2", "alice")]
+    bob = ThreadKey("a", "s1", "bob")
+    anonymous = ThreadKey("a", "s1")
+    for key in [*alice, bob, anonymous]:
+        await fill(journal, key, 3)
+
+    erased = await journal.erase(user_id="alice")
+
+    assert sorted(erased, key=str) == sorted(alice, key=str)
+    for key in alice:
+        assert await journal.head(key) == 0
+        assert await journal.store.list(key.prefix + "/") == []
+    assert await journal.head(bob) == 4
+    assert await journal.head(anonymous) == 4
+    assert [k async for k in journal.threads(user_id="alice")] == []
+    with pytest.raises(ValueError, match="user_id or session_id"):
+        await journal.erase()
+
+
+async def test_erase_the_anonymous_user(journal: Journal):
+    await fill(journal, ThreadKey("a", "s1"), 2)
+    await fill(journal, ThreadKey("a", "s1", "~"), 2)
+    erased = await journal.erase(user_id=None)
+    assert erased == [ThreadKey("a", "s1")]
+    assert await journal.head(ThreadKey("a", "s1", "~")) == 3
