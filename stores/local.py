@@ -68,6 +68,10 @@ def _map_errors(key: str) -> Iterator[None]:
 class LocalStore(ObjectStore):
     """Objects as files under ``root``.
 
+    A key must stay inside ``root``: a key that is empty or absolute, or has an
+    empty segment, a segment starting with ``.`` (reserved for the store's own
+    temporary and lock files), a backslash or a NUL raises ``ValueError``.
+
     Args:
         root: The directory holding the objects (created if missing).
         fsync: Whether to fsync files and directories before acknowledging.
@@ -85,7 +89,9 @@ class LocalStore(ObjectStore):
         if not key or key.startswith("/") or "\\" in key or "\x00" in key:
             raise ValueError(f"invalid object key {key!r}")
         parts = key.split("/")
-        if any(p in ("", ".", "..") for p in parts):
+        # A leading "." is reserved for the store's own temporary and lock files:
+        # such a key would be hidden from ``list`` or collide with one of them.
+        if any(not p or p.startswith(".") for p in parts):
             raise ValueError(f"invalid object key {key!r}")
         return os.path.join(self.root, *parts)
 
@@ -216,6 +222,17 @@ class LocalStore(ObjectStore):
         out.sort()
         return out
 
+    @staticmethod
+    def _holds_objects(directory: str) -> bool:
+        # Directories outlive their last object (delete leaves them in place, so a
+        # racing create never loses its directory). As on an object store, only a
+        # directory that still holds an object is a child.
+        for _, dirnames, filenames in os.walk(directory):
+            if any(not name.startswith(".") for name in filenames):
+                return True
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        return False
+
     def _children(self, prefix: str) -> builtins.list[str]:
         directory, _ = self._dir_of(prefix)
         try:
@@ -223,7 +240,9 @@ class LocalStore(ObjectStore):
                 return sorted(
                     e.name
                     for e in entries
-                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                    if e.is_dir(follow_symlinks=False)
+                    and not e.name.startswith(".")
+                    and self._holds_objects(e.path)
                 )
         except (FileNotFoundError, NotADirectoryError):
             return []

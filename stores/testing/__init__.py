@@ -1,0 +1,26 @@
+"""Conformance suites that every backend must pass, shipped for third parties.
+
+A backend binds a suite by subclassing it and overriding its ``store`` fixture;
+nothing else is needed::
+
+    import pytest
+    from stores.testing import StoreContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        async def store(self, tmp_path):
+            return MyStore(tmp_path)
+
+The suites are async tests; run them with pytest-asyncio in ``asyncio_mode = "auto"``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# Rewrite the suite's asserts so that a failing backend gets readable messages.
+pytest.register_assert_rewrite("stores.testing.store_contract")
+
+from stores.testing.store_contract import StoreContract  # noqa: E402
+
+__all__ = ["StoreContract"]

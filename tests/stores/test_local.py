@@ -1,0 +1,314 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal.errors import ObjectNotFoundError
+from stores.local import LocalStore
+from stores.testing import StoreContract
+from tests.stores._race_child import body_for
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1024 * 1024
+RACERS = 20
+
+
+class TestLocalStore(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path):
+        return LocalStore(tmp_path / "root")
+
+
+class TestLocalStoreNoFsync(StoreContract):
+    @pytest.fixture
+    async def store(self, tmp_path):
+        return LocalStore(tmp_path / "root", fsync=False)
+
+
+# --- races across processes ------------------------------------------------------
+
+
+def _spawn(module: str, *args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+
+
+def _send(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def _recv(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    return proc.stdout.readline()
+
+
+def _one_winner(outcomes: list[str]) -> tuple[int, str]:
+    winners = [i for i, o in enumerate(outcomes) if o.startswith("won ")]
+    assert len(winners) == 1, outcomes
+    (winner,) = winners
+    assert all(o == "lost" for i, o in enumerate(outcomes) if i != winner), outcomes
+    return winner, outcomes[winner].split()[1]
+
+
+def test_create_and_replace_races_across_processes(tmp_path):
+    """20 processes race creates, then CAS rounds: exactly one winner each time."""
+    root = tmp_path / "root"
+    procs = [_spawn("tests.stores._race_child", root, i) for i in range(RACERS)]
+    try:
+        assert [_recv(p) for p in procs] == ["ready\n"] * RACERS
+
+        def release(command: str) -> list[str]:
+            # Every racer blocks on stdin: writing to all of them starts the race.
+            for p in procs:
+                _send(p, command)
+            return [_recv(p).strip() for p in procs]
+
+        store = LocalStore(root)
+        # Exclusive create: one winner per key, over many keys.
+        for rnd in range(20):
+            key = f"ns/agent/~/s1/main/log/{rnd + 1:020d}.rec"
+            winner, etag = _one_winner(release(f"create {rnd} {key}"))
+            assert asyncio.run(store.read(key)) == (body_for(winner, rnd), etag)
+            assert release(f"create 99 {key}") == ["lost"] * RACERS
+
+        # Compare-and-swap: one winner per etag, round after round.
+        lease = "ns/agent/~/s1/main/LEASE"
+        etag = asyncio.run(store.create(lease, b"epoch 0"))
+        first = etag
+        for rnd in range(1, 16):
+            winner, new = _one_winner(release(f"replace {rnd} {lease} {etag}"))
+            assert asyncio.run(store.read(lease)) == (body_for(winner, rnd), new)
+            assert new != etag
+            etag = new
+        # Nobody may win with a stale etag.
+        assert release(f"replace 99 {lease} {first}") == ["lost"] * RACERS
+        assert asyncio.run(store.read(lease)) == (body_for(winner, 15), etag)
+        assert asyncio.run(store.leftovers("")) == []
+        for p in procs:
+            _send(p, "exit")
+        assert [p.wait(timeout=60) for p in procs] == [0] * RACERS
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+# --- readers never see a partial object ------------------------------------------
+
+
+class _Reader(threading.Thread):
+    """Hammers ``read`` from its own store and event loop; records what it saw."""
+
+    def __init__(self, root: Path, keys: list[str], bodies: dict[str, set[bytes]]):
+        super().__init__(daemon=True)
+        self.root = root
+        self.keys = keys
+        self.bodies = bodies
+        self.stop = threading.Event()
+        self.absent = 0
+        self.full = 0
+        self.bad: list[tuple[str, int]] = []
+        self.errors: list[BaseException] = []
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    async def _run(self) -> None:
+        store = LocalStore(self.root)
+        i = 0
+        # Waits for each key in turn, so most reads race the write of that key.
+        while not self.stop.is_set() and i < len(self.keys):
+            key = self.keys[i]
+            try:
+                data, _ = await store.read(key)
+            except ObjectNotFoundError:
+                self.absent += 1
+                continue
+            if data in self.bodies[key]:
+                self.full += 1
+            else:
+                self.bad.append((key, len(data)))
+            if len(self.keys) > 1:
+                i += 1
+
+
+async def test_reader_never_sees_a_partial_create(tmp_path):
+    n = 16
+    keys = [f"pub/{i:04d}.rec" for i in range(n)]
+    bodies = {k: bytes([i + 1]) * MIB for i, k in enumerate(keys)}
+    reader = _Reader(tmp_path, keys, {k: {b} for k, b in bodies.items()})
+    reader.start()
+
+    async def writer(mine: list[str]) -> None:
+        store = LocalStore(tmp_path)
+        for key in mine:
+            await store.create(key, bodies[key])
+
+    # Two writers publish concurrently (even and odd keys).
+    await asyncio.gather(writer(keys[0::2]), writer(keys[1::2]))
+    reader.join(timeout=120)
+    reader.stop.set()
+    assert not reader.is_alive()
+    assert reader.errors == []
+    assert reader.bad == []
+    assert reader.full == n
+
+
+async def test_reader_never_sees_a_partial_replace(tmp_path):
+    a, b = b"\x01" * MIB, b"\x02" * MIB
+    store = LocalStore(tmp_path)
+    await store.create("lease", a)
+    reader = _Reader(tmp_path, ["lease"], {"lease": {a, b}})
+    reader.start()
+    for i in range(24):
+        await store.replace("lease", b if i % 2 == 0 else a, if_match=None)
+    reader.stop.set()
+    reader.join(timeout=120)
+    assert not reader.is_alive()
+    assert reader.errors == []
+    assert reader.bad == []
+    assert reader.absent == 0
+
+
+# --- keys, layout and leftovers ----------------------------------------------------
+
+HOSTILE_KEYS = [
+    "",
+    "/etc/passwd",
+    "/abs",
+    "..",
+    "../escape",
+    "a/../../escape",
+    "a/..",
+    ".",
+    "./a",
+    "a/./b",
+    "a//b",
+    "a/",
+    "a\\..\\b",
+    "a\x00b",
+    ".hidden",
+    "a/.tmp-0123",
+    "a/.b.lock",
+]
+
+
+@pytest.mark.parametrize("key", HOSTILE_KEYS)
+async def test_hostile_keys_are_rejected(tmp_path, key):
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.create(key, b"x")
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.read(key)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.replace(key, b"x", if_match=None)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.replace(key, b"x", if_match="etag")
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.delete(key)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.read_many([key])
+    # Nothing was written anywhere, inside the root or beside it.
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("prefix", ["..", "../", "a/../../", "./", "a/./"])
+async def test_hostile_prefixes_are_rejected(tmp_path, prefix):
+    store = LocalStore(tmp_path / "root")
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.list(prefix)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.children(prefix)
+    with pytest.raises(ValueError, match="invalid object key"):
+        await store.leftovers(prefix)
+
+
+async def test_objects_are_plain_files_under_the_root(tmp_path):
+    store = LocalStore(tmp_path / "root")
+    await store.create("a/b/00000000000000000001.rec", b"record")
+    await store.replace("a/LEASE", b"lease", if_match=None)
+    assert (tmp_path / "root/a/b/00000000000000000001.rec").read_bytes() == b"record"
+    assert (tmp_path / "root/a/LEASE").read_bytes() == b"lease"
+    # A successful write leaves no temporary file behind.
+    assert await store.leftovers("") == []
+    assert store.url == f"file://{tmp_path / 'root'}"
+
+
+async def test_etags_hold_across_store_instances(tmp_path):
+    one, two = LocalStore(tmp_path), LocalStore(tmp_path, fsync=False)
+    etag = await one.create("k", b"v1")
+    assert await two.read("k") == (b"v1", etag)
+    new = await two.replace("k", b"v2", if_match=etag)
+    assert await one.read("k") == (b"v2", new)
+
+
+async def test_leftovers_are_listed_apart_and_ignored(tmp_path):
+    store = LocalStore(tmp_path)
+    await store.create("t/log/00000000000000000001.rec", b"one")
+    await store.replace("t/LEASE", b"lease", if_match=None)  # leaves a lock file
+    (tmp_path / "t/log/.tmp-0123abcd").write_bytes(b"half a rec")
+    (tmp_path / "t/.tmp-feed").write_bytes(b"half a lease")
+    (tmp_path / "t/.hidden-dir").mkdir()
+    (tmp_path / "t/.hidden-dir/x").write_bytes(b"not an object")
+    assert await store.leftovers("t/") == ["t/.tmp-feed", "t/log/.tmp-0123abcd"]
+    assert await store.leftovers("t/log/") == ["t/log/.tmp-0123abcd"]
+    assert await store.leftovers("") == ["t/.tmp-feed", "t/log/.tmp-0123abcd"]
+    assert await store.leftovers("elsewhere/") == []
+    expected = ["t/LEASE", "t/log/00000000000000000001.rec"]
+    assert await store.list("t/") == expected
+    assert await store.list("t/", start_after="t/.tmp") == expected
+    assert await store.children("t/") == ["log"]
+    assert await store.children("") == ["t"]
+    # Leftovers never block a create, a replace or a read beside them.
+    await store.create("t/log/00000000000000000002.rec", b"two")
+    etag = await store.replace("t/LEASE", b"lease 2", if_match=None)
+    assert await store.read("t/LEASE") == (b"lease 2", etag)
+    assert len(await store.leftovers("t/")) == 2
+
+
+async def test_a_directory_holding_only_leftovers_is_no_child(tmp_path):
+    store = LocalStore(tmp_path)
+    await store.create("a/kept/1", b"x")
+    (tmp_path / "a/stray").mkdir()
+    (tmp_path / "a/stray/.tmp-0001").write_bytes(b"x")
+    assert await store.children("a/") == ["kept"]
+    assert await store.leftovers("a/") == ["a/stray/.tmp-0001"]
+
+
+@pytest.mark.parametrize(("fsync", "expect_syncs"), [(True, True), (False, False)])
+async def test_fsync_option(tmp_path, monkeypatch, fsync, expect_syncs):
+    calls: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    store = LocalStore(tmp_path, fsync=fsync)
+    await store.create("a/b", b"warm up the directories")
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    await store.create("a/c", b"x")
+    # The file and its directory are synced before create returns.
+    assert len(calls) == (2 if expect_syncs else 0)
+    calls.clear()
+    await store.replace("a/c", b"y", if_match=None)
+    assert len(calls) == (2 if expect_syncs else 0)
