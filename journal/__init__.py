@@ -63,9 +63,22 @@ from journal.events import (
     VerificationRecorded,
 )
 from journal.keys import ThreadKey
+from journal.runtime import (
+    Agent,
+    AgentRun,
+    Model,
+    ModelResponse,
+    RuntimeContext,
+    ScriptedModel,
+    ToolCall,
+    ToolSpec,
+    tool,
+)
 from journal.store import ObjectStore
 
 __all__ = [
+    "Agent",
+    "AgentRun",
     "AgentStateReplaced",
     "ConflictError",
     "ContentBlock",
@@ -84,6 +97,8 @@ __all__ = [
     "LeaseError",
     "LeaseHeldError",
     "MessageAppended",
+    "Model",
+    "ModelResponse",
     "Msg",
     "ObjectExistsError",
     "ObjectNotFoundError",
@@ -101,6 +116,8 @@ __all__ = [
     "RunFailed",
     "RunInterrupted",
     "RunStarted",
+    "RuntimeContext",
+    "ScriptedModel",
     "StaleStateError",
     "StorageError",
     "SummarySet",
@@ -111,12 +128,14 @@ __all__ = [
     "ThreadKey",
     "ThreadWriter",
     "TodosWritten",
+    "ToolCall",
     "ToolCallCompleted",
     "ToolCallReconciled",
     "ToolCallRequested",
     "ToolGroupActivated",
     "ToolGroupDeactivated",
     "ToolResultBlock",
+    "ToolSpec",
     "ToolUseBlock",
     "UncertainToolCallsError",
     "UnknownEvent",
@@ -126,4 +145,5 @@ __all__ = [
     "VersionConflictError",
     "register_event",
     "register_upcaster",
+    "tool",
 ]
