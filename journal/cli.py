@@ -1191,9 +1191,7 @@ async def _cmd_verify(journal: Journal, ctx: _Context) -> int:
 async def _cmd_checkpoint(journal: Journal, ctx: _Context) -> int:
     key = _key(ctx.args)
     await _existing(journal, key, ctx)
-    version = await journal.checkpoint(
-        key, holder=_holder(ctx.args, "checkpoint"), wait=ctx.args.wait
-    )
+    version = await journal.checkpoint(key)
     if ctx.json:
         _emit_json(ctx, {"thread": _thread_json(key), "version": version})
     else:

@@ -281,12 +281,37 @@ class Journal:
                 raise StaleStateError(str(key), state.version, w.base_version)
             return await w.replace_state(state, reason=reason)
 
-    async def checkpoint(
-        self, key: ThreadKey, *, holder: str | None = None, wait: float = 0.0
-    ) -> int:
-        """Write a checkpoint at the head (takes the lease briefly)."""
-        async with self.writer(key, holder, wait=wait, recover_runs=False) as w:
-            return await w.checkpoint()
+    async def checkpoint(self, key: ThreadKey) -> int:
+        """Write a checkpoint at the thread's head; return its version.
+
+        Takes no lease and commits no record: a checkpoint is derived data that
+        readers verify against the log, created exclusively, so it can be written by
+        any reader while a writer appends.
+
+        Raises:
+            ValueError: The thread has no records.
+        """
+        log = self._log(key)
+        loaded = await self._rebuild(log, None)
+        for warning in loaded.warnings:
+            logger.warning("%s", warning)
+        if loaded.head == 0:
+            raise ValueError(f"{log.label} has no records to checkpoint")
+        if loaded.checkpoint != loaded.head:
+            state = loaded.state
+            await _store_checkpoint(
+                self,
+                log,
+                _Snapshot(
+                    loaded.head,
+                    loaded.head_hash,
+                    encode_state(state.without_context()),
+                    ChunkEncoder().chunk(state.context),
+                    len(state.context),
+                ),
+                loaded.chunks,
+            )
+        return loaded.head
 
     # --- retention and erasure ---
 
@@ -1013,6 +1038,13 @@ class ThreadWriter:
         self, wait: float, fence: list[object], create_only: bool, recover: bool
     ) -> None:
         journal = self.journal
+        if create_only:
+            # Refuse before touching LEASE; the check after the fence covers races.
+            head = await journal.head(self.key)
+            if head != 0:
+                raise VersionConflictError(
+                    self.label, 0, head, "the thread already exists"
+                )
         started = time.monotonic()
         self._lease = await acquire_lease(
             journal.store,
@@ -1359,29 +1391,10 @@ class ThreadWriter:
         )
 
     async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
-        for digest, messages in chunks:
-            if digest not in self._chunks:
-                await self.log.put_blob(digest, pack_chunk(messages)[1])
-                self._chunks.add(digest)
+        await _put_chunks(self.log, chunks, self._chunks)
 
     async def _write_checkpoint(self, snap: _Snapshot) -> None:
-        await self._put_chunks(snap.chunks)
-        body = codec.CheckpointBody(
-            codec.FORMAT_VERSION,
-            snap.version,
-            snap.record_hash,
-            self.journal.clock(),
-            snap.state,
-            [d for d, _ in snap.chunks],
-            snap.message_count,
-        )
-        with contextlib.suppress(ObjectExistsError):
-            await self.journal.store.create(
-                self.log.checkpoint_key(snap.version), codec.encode_checkpoint(body)
-            )
-        await self.journal.store.replace(
-            self.log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
-        )
+        await _store_checkpoint(self.journal, self.log, snap, self._chunks)
 
     async def checkpoint(self) -> int:
         """Write a checkpoint at the current version now; return that version."""
@@ -1476,6 +1489,39 @@ class ThreadWriter:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _put_chunks(
+    log: ThreadLog, chunks: list[tuple[str, list[ev.Msg]]], written: set[str]
+) -> None:
+    """Write the chunks not in ``written`` (and add them to it)."""
+    for digest, messages in chunks:
+        if digest not in written:
+            await log.put_blob(digest, pack_chunk(messages)[1])
+            written.add(digest)
+
+
+async def _store_checkpoint(
+    journal: Journal, log: ThreadLog, snap: _Snapshot, written: set[str]
+) -> None:
+    """Write a checkpoint's new chunks, the checkpoint, then the hint."""
+    await _put_chunks(log, snap.chunks, written)
+    body = codec.CheckpointBody(
+        codec.FORMAT_VERSION,
+        snap.version,
+        snap.record_hash,
+        journal.clock(),
+        snap.state,
+        [d for d, _ in snap.chunks],
+        snap.message_count,
+    )
+    with contextlib.suppress(ObjectExistsError):
+        await journal.store.create(
+            log.checkpoint_key(snap.version), codec.encode_checkpoint(body)
+        )
+    await journal.store.replace(
+        log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
+    )
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:

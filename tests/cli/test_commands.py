@@ -378,17 +378,18 @@ def test_checkpoint(root, capsys):
     code, out, _ = run(capsys, "--root", str(root), "checkpoint", *THREAD, "--json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["version"] == 8  # the checkpoint's own fence record is version 8
-    assert (root / KEY.prefix / "checkpoints" / f"{8:020d}.ckpt").exists()
+    assert doc["version"] == 7  # a checkpoint is derived: it commits no record
+    assert (root / KEY.prefix / "checkpoints" / f"{7:020d}.ckpt").exists()
     records, _ = read_thread(root)
-    # Taking the lease for a checkpoint is not a recovery.
+    assert len(records) == 7
+    # Writing a checkpoint takes no lease, so it is no recovery either.
     assert not any(isinstance(e, RunInterrupted) for e in records[-1].events)
     code, out, _ = run(capsys, "--root", str(root), "verify", *THREAD, "--json")
     assert code == 0
     assert json.loads(out)["threads"][0]["checkpoints"] == 1
 
     code, out, _ = run(capsys, "--root", str(root), "checkpoint", *THREAD)
-    assert "checkpoint written at version 9" in out
+    assert "checkpoint written at version 7" in out  # idempotent at the same head
 
 
 # --- recover -----------------------------------------------------------------------
