@@ -294,6 +294,7 @@ class ScriptedModel:
 
     Attributes:
         calls: The messages of every call so far (copies), for assertions.
+        tools_seen: The tool specs offered at every call so far.
     """
 
     def __init__(self, script: Iterable[ScriptItem]) -> None:

@@ -44,6 +44,7 @@ from journal._runtime_run import (
     Signal,
     Sink,
     SnapshotSink,
+    SnapshotSlots,
     checked_calls,
     fold_events,
     inputs_of,
@@ -96,9 +97,6 @@ logger = logging.getLogger("journal.runtime")
 
 Mutation = Callable[[AgentState], AgentState | None]
 
-STATE_ENTRY = "agent_state"
-"""The snapshot-mode entry name of an agent's state (``ThreadKey.state_entry``)."""
-
 _NOT_RUN = "not run: the run was interrupted before this tool call started ({reason})"
 _CUT_SHORT = (
     "interrupted while running ({reason}); the tool was cancelled and its side "
@@ -139,6 +137,11 @@ class Agent:
         ValueError: Neither or both of ``journal`` and ``state_store``, a bad
             number, or two tools with one name.
         InvalidKeyError: ``agent_id`` is not a valid id.
+
+    Attributes:
+        holder: This instance's lease holder id (unique per instance).
+        tools: The tools by name.
+        conflict_policy: The snapshot-mode ``ConflictPolicy`` (None in journal mode).
     """
 
     def __init__(
@@ -185,7 +188,6 @@ class Agent:
         self.default_session_id = default_session_id
         self.namespace = namespace
         self.holder = f"{agent_id}-{uuid.uuid4().hex[:12]}"
-        """This instance's lease holder id."""
         self.tools: dict[str, Tool] = {}
         for item in tools:
             built = item if isinstance(item, Tool) else tool(item)
@@ -201,7 +203,7 @@ class Agent:
 
     # --- addressing ---
 
-    def thread_key(
+    def _thread_key(
         self,
         user_id: str | RuntimeContext | None,
         session_id: str | None = None,
@@ -228,10 +230,10 @@ class Agent:
             raise RuntimeError("journal mode only")
         return self.journal
 
-    def _store(self) -> AgentStateStore:
-        if self.state_store is None:
+    def _slots(self) -> SnapshotSlots:
+        if self.state_store is None or self.conflict_policy is None:
             raise RuntimeError("snapshot mode only")
-        return self.state_store
+        return SnapshotSlots(self.state_store, self.conflict_policy)
 
     @contextlib.asynccontextmanager
     async def _thread_lock(self, key: ThreadKey) -> AsyncIterator[None]:
@@ -288,7 +290,7 @@ class Agent:
         ctx = ctx if ctx is not None else RuntimeContext.empty()
         if not isinstance(ctx, RuntimeContext):
             raise TypeError(f"ctx must be a RuntimeContext, not {type(ctx).__name__}")
-        key = self.thread_key(ctx)
+        key = self._thread_key(ctx)
         explicit = ctx.run_id
         if explicit is not None and not explicit.strip():
             raise ValueError("run_id must not be blank")
@@ -407,6 +409,10 @@ class Agent:
         # ended: the run's last record is committed; broken: a commit failed, so
         # nothing more can be recorded (the next lease holder recovers the run).
         flags = {"ended": False, "broken": False}
+        # Calls requested and not yet resolved, in order; running: the first of
+        # them is running now.
+        open_calls: list[ToolCall] = []
+        running = False
 
         def inject() -> None:
             run.context._agent_state = ctx._agent_state = sink.state
@@ -455,26 +461,34 @@ class Agent:
                     ev.ToolCallRequested(c.id, c.name, c.input, run_id=run_id)
                     for c in calls
                 )
-                for index, call in enumerate(calls):
+                open_calls[:] = calls
+                while open_calls:
+                    call = open_calls[0]
                     await flush()
                     if signal.fired:
-                        return await self._interrupted(run, flush, calls[index:])
+                        return await self._interrupted(run, flush, open_calls)
                     run._emit(call)
+                    running = True
                     block, cut_short = await self._run_tool(call, sink.state, ctx, run)
+                    running = False
+                    del open_calls[0]
                     run._emit(block)
                     pending.extend(result_events(call, block))
                     if cut_short:
-                        return await self._interrupted(run, flush, calls[index + 1 :])
+                        return await self._interrupted(run, flush, open_calls)
             raise RuntimeError(
                 f"agent {self.name!r} made no final reply within "
                 f"max_iterations={self.max_iterations} model calls (run {run_id})"
             )
         except asyncio.CancelledError:
             # The caller went away: record the interruption, then let it propagate.
+            # A tool running at that moment was cancelled by _run_tool.
             if not flags["ended"] and not flags["broken"]:
                 signal.fire("user", "the call was cancelled")
+                cut = open_calls[:1] if running else []
+                rest = open_calls[1:] if running else open_calls
                 with contextlib.suppress(Exception):
-                    await self._interrupted(run, flush, [])
+                    await self._interrupted(run, flush, rest, cut_short=cut)
             raise
         except Exception as exc:
             if not flags["ended"] and not flags["broken"]:
@@ -500,6 +514,8 @@ class Agent:
             await asyncio.wait({task})
         except asyncio.CancelledError:
             task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
             raise
         finally:
             signal.task = None
@@ -552,15 +568,22 @@ class Agent:
         run: AgentRun,
         flush: Callable[..., Any],
         not_run: Sequence[ToolCall],
+        *,
+        cut_short: Sequence[ToolCall] = (),
     ) -> ev.Msg:
+        """Commit the interrupted end of a run and return the interrupted reply.
+
+        Requested calls that never started get a "not run" error result; a call
+        cancelled while running gets one saying its side effects were not verified.
+        """
         signal = run._signal
         events: list[object] = []
-        for call in not_run:
-            block = ev.ToolResultBlock(
-                call.id, _NOT_RUN.format(reason=signal.reason), True
-            )
-            run._emit(block)
-            events.extend(result_events(call, block))
+        for calls, template in ((cut_short, _CUT_SHORT), (not_run, _NOT_RUN)):
+            for call in list(calls):
+                message = template.format(reason=signal.reason)
+                block = ev.ToolResultBlock(call.id, message, True)
+                run._emit(block)
+                events.extend(result_events(call, block))
         text = f"[interrupted: {signal.reason}]"
         reply = ev.Msg(
             "assistant",
@@ -581,37 +604,9 @@ class Agent:
 
     # --- snapshot mode ---
 
-    def _entry(self, key: ThreadKey) -> str:
-        return key.state_entry(STATE_ENTRY)
-
-    async def _slot_load(self, key: ThreadKey) -> tuple[AgentState, int]:
-        loaded = await self._store().load(key.user_id, key.session_id, self._entry(key))
-        if loaded is None:
-            empty = AgentState(
-                session_id=key.session_id, thread_id=key.thread_id, user_id=key.user_id
-            )
-            return empty, 0
-        state, version = loaded
-        state.version = version
-        return state, version
-
-    async def _slot_save(
-        self, key: ThreadKey, state: AgentState, expected: int | None
-    ) -> AgentState:
-        version = await self._store().save(
-            key.user_id,
-            key.session_id,
-            self._entry(key),
-            state,
-            expected_version=expected,
-        )
-        saved = state.copy()
-        saved.version = version
-        return saved
-
     async def _execute_snapshot(self, run: AgentRun) -> ev.Msg:
         key = run.key
-        state, version = await self._slot_load(key)
+        state, version = await self._slots().load(key)
         refuse_uncertain(key, state)
         base = state.copy()
         sink = SnapshotSink(state, str(key))
@@ -621,43 +616,13 @@ class Agent:
             # The turn's record of what happened (RunFailed / RunInterrupted) is
             # saved too; the original error wins over a failed save.
             try:
-                await self._save_turn(key, base, sink.state, version)
+                await self._slots().save_turn(key, base, sink.state, version)
             except Exception as save_error:
                 exc.add_note(f"saving the turn's state failed too: {save_error!r}")
             raise
-        final = await self._save_turn(key, base, sink.state, version)
+        final = await self._slots().save_turn(key, base, sink.state, version)
         run.context._agent_state = final
         return reply
-
-    async def _save_turn(
-        self, key: ThreadKey, base: AgentState, final: AgentState, version: int
-    ) -> AgentState:
-        """Save with the loaded version, applying the conflict policy."""
-        from stores.state.base import ConflictPolicy
-
-        try:
-            return await self._slot_save(key, final, version)
-        except StaleStateError:
-            policy = self.conflict_policy
-            if policy is ConflictPolicy.OVERWRITE:
-                return await self._slot_save(key, final, None)
-            if policy is not ConflictPolicy.APPEND_MERGE:
-                raise
-        # APPEND_MERGE: this turn's new messages go after the slot's, once.
-        base_ids = [m.id for m in base.context]
-        kept = [m.id for m in final.context[: len(base_ids)]]
-        if kept != base_ids or final.summary != base.summary:
-            current = (await self._slot_load(key))[1]
-            raise StaleStateError(
-                f"{key} (snapshot; this turn changed the context "
-                "beyond appending, so it cannot be merged)",
-                version,
-                current,
-            )
-        fresh, fresh_version = await self._slot_load(key)
-        fresh.context.extend(final.context[len(base_ids) :])
-        fresh.shutdown_interrupted = final.shutdown_interrupted
-        return await self._slot_save(key, fresh, fresh_version)
 
     # --- state ---
 
@@ -673,9 +638,9 @@ class Agent:
         (by recovery) first, if no one holds the thread's lease, so the state shows
         ``shutdown_interrupted``; otherwise this only reads.
         """
-        key = self.thread_key(user_id, session_id, thread_id)
+        key = self._thread_key(user_id, session_id, thread_id)
         if self.journal is None:
-            return (await self._slot_load(key))[0]
+            return (await self._slots().load(key))[0]
         return await self._load_recovered(key, wait=0.0)
 
     async def _load_recovered(self, key: ThreadKey, wait: float) -> AgentState:
@@ -683,10 +648,14 @@ class Agent:
         busy = key in self._locks
         if state.active_run_id is None or busy:
             return state
-        with contextlib.suppress(JournalError):
+        # The run looks unfinished: whoever takes the lease records its recovery.
+        # If the lease is live, the run may still be running elsewhere.
+        try:
             async with self._writer(key, wait=wait) as writer:
                 return writer.state.copy()
-        return state
+        except JournalError as exc:
+            logger.debug("%s: not recovering run now: %s", key, exc)
+            return state
 
     async def update_agent_state(
         self, ctx: RuntimeContext, reason: str, mutation: Mutation
@@ -700,18 +669,18 @@ class Agent:
         Returns:
             The state after the change.
         """
-        key = self.thread_key(ctx)
+        key = self._thread_key(ctx)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 await writer.update(reason, mutation)
                 return writer.state.copy()
         async with self._thread_lock(key):
             for attempt in range(3):
-                state, version = await self._slot_load(key)
+                state, version = await self._slots().load(key)
                 result = mutation(state)
                 new = state if result is None else result
                 try:
-                    return await self._slot_save(key, new, version)
+                    return await self._slots().save(key, new, version)
                 except StaleStateError:
                     if attempt == 2:
                         raise
@@ -728,7 +697,7 @@ class Agent:
         Raises:
             StaleStateError: ``state.version`` is no longer the thread's version.
         """
-        key = self.thread_key(ctx)
+        key = self._thread_key(ctx)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 if writer.base_version != state.version:
@@ -736,7 +705,7 @@ class Agent:
                 await writer.replace_state(state, reason="save")
                 return writer.state.copy()
         async with self._thread_lock(key):
-            return await self._slot_save(key, state, state.version)
+            return await self._slots().save(key, state, state.version)
 
     async def clear_context(
         self,
@@ -754,7 +723,7 @@ class Agent:
         Returns:
             The state after clearing.
         """
-        key = self.thread_key(user_id, session_id, thread_id)
+        key = self._thread_key(user_id, session_id, thread_id)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 await writer.clear_context(reason)
@@ -783,9 +752,9 @@ class Agent:
         takes the lease, waiting up to ``lease_wait``); while another holder keeps
         the lease, calls of its active run are not reported (they may be running).
         """
-        key = self.thread_key(ctx)
+        key = self._thread_key(ctx)
         if self.journal is None:
-            state = (await self._slot_load(key))[0]
+            state = (await self._slots().load(key))[0]
         else:
             state = await self._load_recovered(key, wait=self.lease_wait)
         live = state.active_run_id
@@ -820,7 +789,7 @@ class Agent:
             TypeError: An outcome is neither a str nor a ToolResultBlock.
         """
         blocks = {cid: outcome_block(cid, value) for cid, value in outcomes.items()}
-        key = self.thread_key(ctx)
+        key = self._thread_key(ctx)
 
         def events_for(state: AgentState) -> list[object]:
             pending = state.tool_context.pending_calls
@@ -853,10 +822,10 @@ class Agent:
                     await writer.append(events)
                 return writer.state.copy()
         async with self._thread_lock(key):
-            state, version = await self._slot_load(key)
+            state, version = await self._slots().load(key)
             events = events_for(state)
             state = fold_events(AgentStateProjection(str(key)), state, events, None)
-            return await self._slot_save(key, state, version)
+            return await self._slots().save(key, state, version)
 
     # --- lifecycle ---
 

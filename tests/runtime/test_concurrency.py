@@ -218,6 +218,15 @@ async def test_interrupt_before_the_next_tool_and_during_the_model_call():
     assert "not run" in results["c"].output
     assert len(model.calls) == 1  # no model call after the interrupt
 
+    # Interrupted after the last tool: the checkpoint before the model call stops it.
+    agent.model = model = ScriptedModel(
+        [ModelResponse(tool_calls=[ToolCall("stopper", {}, id="d")]), "unreachable"]
+    )
+    reply = await agent.call("once more", ctx())
+    assert reply.metadata["interrupted"]
+    assert len(model.calls) == 1
+    assert model.remaining == 1
+
     # An interrupt during a model call drops that call and stops the run.
     in_model = asyncio.Event()
 
@@ -295,3 +304,46 @@ async def test_async_with_closes_and_cancelling_a_call_records_the_interrupt():
         assert names(events)[-1] == "RunInterrupted"
         assert events[-1][1].reason == "the call was cancelled"
     assert agent.closed
+
+
+async def test_cancelling_a_call_mid_tool_resolves_its_calls():
+    j = Journal.open(fresh_url())
+    started = asyncio.Event()
+    ran: list[str] = []
+
+    async def hang() -> str:
+        """Hangs."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    def after() -> str:
+        """Must not run."""
+        ran.append("after")
+        return "ran"
+
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[ToolCall("hang", {}, id="h"), ToolCall("after", {}, id="a")]
+            ),
+            "next turn",
+        ]
+    )
+    agent = Agent("A", "assistant", model, tools=[hang, after], journal=j)
+    task = asyncio.create_task(agent.call("go", ctx()))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ran == []
+    events = await all_events(j, key())
+    results = {
+        e.call_id: e.output for _, e in events if isinstance(e, ToolCallCompleted)
+    }
+    assert "not verified" in results["h"]
+    assert "not run" in results["a"]
+    assert names(events)[-1] == "RunInterrupted"
+    state = await agent.get_agent_state(ctx())
+    assert state.tool_context.pending_calls == {}
+    assert (await agent.call("and now?", ctx())).text == "next turn"
