@@ -41,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from journal.keys import MAX_ID_LENGTH
@@ -48,7 +49,7 @@ from projections.agent_state import AgentState
 from stores.state.base import AgentStateStoreBase, utc_now, with_version
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
     from sqlalchemy import ColumnElement
 
@@ -64,6 +65,7 @@ _PERMANENT = (
     "file is not a database",
     "no such table",
 )
+_SETUP_ATTEMPTS = 20
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -90,10 +92,18 @@ def _map_errors(label: str) -> Iterator[None]:
         ) from exc
 
 
-def _sqlite_pragmas(busy_timeout: float) -> Any:
+def _is_busy(exc: sa_exc.DBAPIError) -> bool:
+    """Whether creating the table failed because someone else was doing it too."""
+    detail = str(exc.orig).lower()
+    return any(
+        word in detail
+        for word in ("locked", "busy", "already exists", "duplicate", "unique")
+    )
+
+
+def _sqlite_busy_timeout(busy_timeout: float) -> Any:
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         cursor.close()
 
@@ -135,12 +145,14 @@ class SqlAgentStateStore(AgentStateStoreBase):
                     url, connect_args={"timeout": busy_timeout}
                 )
                 event.listen(
-                    engine.sync_engine, "connect", _sqlite_pragmas(busy_timeout)
+                    engine.sync_engine, "connect", _sqlite_busy_timeout(busy_timeout)
                 )
             else:
                 engine = create_async_engine(url, pool_pre_ping=True)
             self._engine = engine
             self._owns_engine = True
+        # WAL is a property of the database file: set once, in create_table.
+        self._wal = self._owns_engine and self._engine.dialect.name == "sqlite"
         self._closed = False
         self._metadata = MetaData()
         self._table = Table(
@@ -155,6 +167,8 @@ class SqlAgentStateStore(AgentStateStoreBase):
         )
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        shared = isinstance(self._engine.pool, StaticPool | SingletonThreadPool)
+        self._serial = asyncio.Lock() if shared else None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -178,18 +192,28 @@ class SqlAgentStateStore(AgentStateStoreBase):
             if self._ready:
                 return
             with _map_errors(f"table {self._table.name}"):
-                try:
-                    async with self._engine.begin() as conn:
-                        await conn.run_sync(self._metadata.create_all, checkfirst=True)
-                except sa_exc.DBAPIError:
-                    # Another process may have created it at the same moment.
-                    async with self._engine.connect() as conn:
-                        exists = await conn.run_sync(
-                            lambda sync: inspect(sync).has_table(self._table.name)
-                        )
-                    if not exists:
-                        raise
+                for attempt in range(_SETUP_ATTEMPTS):
+                    try:
+                        await self._create_table_once()
+                        break
+                    except sa_exc.DBAPIError as exc:
+                        # Another process may be creating it (or switching SQLite
+                        # to WAL, which fails at once rather than waiting).
+                        if attempt == _SETUP_ATTEMPTS - 1 or not _is_busy(exc):
+                            raise
+                    await asyncio.sleep(0.02 * (attempt + 1))
             self._ready = True
+
+    async def _create_table_once(self) -> None:
+        async with self._engine.connect() as conn:
+            if self._wal:
+                await conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+            if await conn.run_sync(
+                lambda sync: inspect(sync).has_table(self._table.name)
+            ):
+                return
+        async with self._engine.begin() as conn:
+            await conn.run_sync(self._metadata.create_all, checkfirst=True)
 
     def _where(self, slot: SlotKey) -> ColumnElement[bool]:
         c = self._table.c
@@ -237,7 +261,36 @@ class SqlAgentStateStore(AgentStateStoreBase):
             )
         return result.rowcount == 1
 
+    # SQLite in memory (StaticPool) shares one connection between all checkouts, so
+    # concurrent transactions would interleave on it: take turns instead.
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        if self._serial is None:
+            yield
+        else:
+            async with self._serial:
+                yield
+
     async def _save(
+        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    ) -> int:
+        async with self._turn():
+            return await self._save_now(slot, state, expected_version)
+
+    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+        async with self._turn():
+            return await self._load_now(slot)
+
+    async def _delete(self, slot: SlotKey) -> bool:
+        async with self._turn():
+            return await self._delete_now(slot)
+
+    async def _list_sessions(self, user_id: str | None, user: str) -> list[str]:
+        async with self._turn():
+            return await self._list_now(user_id, user)
+
+    async def _save_now(
         self, slot: SlotKey, state: AgentState, expected_version: int | None
     ) -> int:
         await self.create_table()
@@ -262,7 +315,7 @@ class SqlAgentStateStore(AgentStateStoreBase):
             transient=True,
         )
 
-    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    async def _load_now(self, slot: SlotKey) -> tuple[AgentState, int] | None:
         await self.create_table()
         t = self._table
         with _map_errors(slot.label):
@@ -282,7 +335,7 @@ class SqlAgentStateStore(AgentStateStoreBase):
         state.version = version
         return state, version
 
-    async def _delete(self, slot: SlotKey) -> bool:
+    async def _delete_now(self, slot: SlotKey) -> bool:
         await self.create_table()
         with _map_errors(slot.label):
             async with self._engine.begin() as conn:
@@ -291,7 +344,7 @@ class SqlAgentStateStore(AgentStateStoreBase):
                 )
         return result.rowcount > 0
 
-    async def _list_sessions(self, user_id: str | None, user: str) -> list[str]:
+    async def _list_now(self, user_id: str | None, user: str) -> list[str]:
         await self.create_table()
         c = self._table.c
         with _map_errors(f"sessions of user {user_id!r}"):

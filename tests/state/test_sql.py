@@ -33,6 +33,16 @@ class TestSqliteAgentStateStore(AgentStateStoreContract):
         await store.aclose()
 
 
+class TestSqliteInMemory(AgentStateStoreContract):
+    """One shared connection (StaticPool): the store must take turns on it."""
+
+    @pytest.fixture
+    async def state_store(self):
+        store = SqlAgentStateStore("sqlite+aiosqlite://")
+        yield store
+        await store.aclose()
+
+
 async def test_table_layout(tmp_path):
     store = SqlAgentStateStore(_url(tmp_path / "state.db"))
     try:
@@ -75,6 +85,7 @@ async def test_table_layout(tmp_path):
 async def test_sqlite_uses_wal_and_a_busy_timeout(tmp_path):
     store = SqlAgentStateStore(_url(tmp_path / "state.db"), busy_timeout=7)
     try:
+        await store.list_sessions("u")
         async with store.engine.connect() as conn:
             mode = await conn.scalar(text("PRAGMA journal_mode"))
             timeout = await conn.scalar(text("PRAGMA busy_timeout"))
