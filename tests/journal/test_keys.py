@@ -1,0 +1,251 @@
+"""Thread keys: hostile ids stay inside the root, never collide, invalid ones fail."""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from journal import InvalidKeyError, Journal, MessageAppended, Msg, ThreadKey
+from journal.keys import decode_segment, encode_segment
+
+FIELDS = ("namespace", "agent_id", "user_id", "session_id", "thread_id")
+SEGMENT = re.compile(r"^[A-Za-z0-9_%~-]+$")
+
+HOSTILE = [
+    "..",
+    ".",
+    "/",
+    "\\",
+    "%2F",
+    "%",
+    "%%",
+    "%%x%%",
+    "~",
+    "~user",
+    "../../../../etc/passwd",
+    "a/../../b",
+    "..\\..\\windows",
+    "/absolute/path",
+    ".hidden",
+    "-",
+    "_",
+    "with space",
+    "é",
+    "e\u0301",
+    "日本語のスレッド",
+    "🦊🦊",
+    "line\u2028separator",
+    "x" * 200,  # the longest short form
+    "x" * 201,  # the shortest long form
+    "a" * 256,
+    "/" * 70,  # 210 encoded bytes: long form
+    "é" * 256,
+    "%" * 256,
+]
+
+
+def key_with(field: str, value: str) -> ThreadKey:
+    ids = {"agent_id": "agent", "session_id": "session"}
+    ids[field] = value
+    return ThreadKey(**ids)
+
+
+def say(text: str) -> MessageAppended:
+    return MessageAppended(Msg("user", text))
+
+
+async def write_each(j: Journal, keys) -> None:
+    for key in keys:
+        async with j.writer(key) as w:
+            await w.append([say(repr(key))])
+
+
+async def check_each(j: Journal, keys) -> None:
+    for key in keys:
+        state = await j.load(key)
+        assert [m.text for m in state.context] == [repr(key)]
+        assert (await j.verify(key)).ok
+
+
+def all_keys():
+    return [key_with(field, value) for field in FIELDS for value in HOSTILE]
+
+
+def test_hostile_ids_are_valid_and_map_to_single_safe_segments():
+    for key in all_keys():
+        segments = key.segments
+        assert len(segments) == 5
+        for segment in segments:
+            assert SEGMENT.match(segment), segment
+            assert segment not in (".", "..")
+            assert not segment.startswith(".")
+            assert len(segment.encode()) <= 255
+        assert key.prefix == "/".join(segments)
+        assert len(key.prefix.split("/")) == 5
+
+
+async def test_hostile_ids_never_escape_the_root(tmp_path):
+    root = tmp_path / "root"
+    j = Journal.open(root)
+    keys = all_keys()
+    await write_each(j, keys)
+    # Nothing was created beside the root ...
+    assert sorted(os.listdir(tmp_path)) == ["root"]
+    real_root = os.path.realpath(root)
+    files = 0
+    for dirpath, _, filenames in os.walk(tmp_path):
+        assert not os.path.islink(dirpath)
+        for name in filenames:
+            path = os.path.realpath(os.path.join(dirpath, name))
+            assert os.path.commonpath([path, real_root]) == real_root, path
+            files += 1
+    assert files > len(keys)
+    # ... and each thread's objects are under its own prefix.
+    for key in keys:
+        log = root.joinpath(*key.segments, "log")
+        assert sorted(os.listdir(log)) == [f"{v:020d}.rec" for v in (1, 2)]
+    await check_each(Journal.open(root), keys)
+    listed = [k async for k in Journal.open(root).threads()]
+    assert len(listed) == len(keys)
+    assert set(listed) == set(keys)
+
+
+PAIRS = [
+    (ThreadKey("a/b", "c"), ThreadKey("a", "b/c")),
+    (ThreadKey("a", "b", thread_id="c/d"), ThreadKey("a", "b/c", thread_id="d")),
+    (ThreadKey("%2F", "s"), ThreadKey("/", "s")),
+    (ThreadKey("%", "s"), ThreadKey("%25", "s")),
+    (ThreadKey("a", "s", user_id="~"), ThreadKey("a", "s", user_id=None)),
+    (ThreadKey("a", "s", user_id="%7E"), ThreadKey("a", "s", user_id="~")),
+    (ThreadKey("a", "s", user_id="%7E"), ThreadKey("a", "s", user_id=None)),
+    (ThreadKey("é", "s"), ThreadKey("e\u0301", "s")),
+    (ThreadKey(".", "s"), ThreadKey("%2E", "s")),
+    (ThreadKey("..", "s"), ThreadKey(".", "s")),
+    (ThreadKey("a" * 255 + "b", "s"), ThreadKey("a" * 255 + "c", "s")),
+    (ThreadKey("/" * 100 + "x", "s"), ThreadKey("/" * 100 + "y", "s")),
+    (ThreadKey("a" * 256, "s"), ThreadKey(encode_segment("a" * 256), "s")),
+    (ThreadKey("x" * 201, "s"), ThreadKey("x" * 200, "s")),
+    (ThreadKey("a", "s", namespace="n/a"), ThreadKey("n", "a/s", namespace="a")),
+]
+
+
+@pytest.mark.parametrize(("one", "two"), PAIRS, ids=[str(i) for i in range(len(PAIRS))])
+async def test_distinct_keys_never_collide(tmp_path, one, two):
+    assert one != two
+    assert one.prefix != two.prefix
+    j = Journal.open(tmp_path / "root")
+    await write_each(j, [one, two])
+    await check_each(Journal.open(tmp_path / "root"), [one, two])
+    listed = {k async for k in Journal.open(tmp_path / "root").threads()}
+    assert listed == {one, two}
+
+
+def test_anonymous_user_segment_is_unique():
+    anonymous = ThreadKey("a", "s")
+    assert anonymous.segments[2] == "~"
+    for user in ("~", "%7E", "-", "_", "anonymous", "None"):
+        assert ThreadKey("a", "s", user_id=user).segments[2] != "~"
+
+
+async def test_threads_decodes_long_form_ids(tmp_path):
+    long_ids = ["q" * 256, "/" * 80, "é" * 150 + "/end", "%" * 201]
+    keys = [
+        ThreadKey(long_ids[0], "s1"),
+        ThreadKey("agent", long_ids[1], user_id=long_ids[2]),
+        ThreadKey("agent", "s2", thread_id=long_ids[3], namespace=long_ids[0]),
+        ThreadKey("agent", "s3", user_id="~"),
+    ]
+    for key in keys[:3]:
+        assert any(s.startswith("%%") for s in key.segments)
+        assert any(decode_segment(s) is None for s in key.segments)
+    j = Journal.open(tmp_path / "root")
+    await write_each(j, keys)
+    listed = [k async for k in Journal.open(tmp_path / "root").threads()]
+    assert sorted(listed, key=repr) == sorted(keys, key=repr)
+    filtered = [
+        k
+        async for k in Journal.open(tmp_path / "root").threads(
+            agent_id="agent", user_id=long_ids[2]
+        )
+    ]
+    assert filtered == [keys[1]]
+
+
+BAD_STRINGS = [
+    "",
+    "a" * 257,
+    "\n",
+    "line\nbreak",
+    "nul\x00",
+    "\x00",
+    "tab\there",
+    "cr\r",
+    "del\x7f",
+    "esc\x1b[0m",
+    "c1\x85",
+    "\ud800",  # a lone surrogate
+]
+BAD_TYPES = [5, 1.5, b"bytes", ["a"], object()]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("value", BAD_STRINGS, ids=repr)
+def test_invalid_string_ids_raise_invalid_key_error(field, value):
+    with pytest.raises(InvalidKeyError) as info:
+        key_with(field, value)
+    assert isinstance(info.value, ValueError)
+    assert field in str(info.value)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("value", BAD_TYPES, ids=lambda v: type(v).__name__)
+def test_non_string_ids_raise_invalid_key_error(field, value):
+    with pytest.raises(InvalidKeyError) as info:
+        key_with(field, value)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("field", ["namespace", "agent_id", "session_id", "thread_id"])
+def test_only_the_user_may_be_none(field):
+    with pytest.raises(InvalidKeyError):
+        key_with(field, None)
+    assert ThreadKey("a", "s", user_id=None).user_id is None
+
+
+def test_limits_are_inclusive():
+    assert ThreadKey("a" * 256, "s").agent_id == "a" * 256
+    assert ThreadKey("a", "s", user_id="a").user_id == "a"
+
+
+def test_keys_are_frozen_and_hashable():
+    key = ThreadKey("a", "s", user_id="u")
+    assert key == ThreadKey("a", "s", "u", "main", "default")
+    assert len({key, ThreadKey("a", "s", "u")}) == 1
+    with pytest.raises((TypeError, ValueError)):
+        key.agent_id = "b"
+
+
+_IDS = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")),
+    min_size=1,
+    max_size=256,
+) | st.text(alphabet=string.printable.strip() + "%~./\\", min_size=1, max_size=80)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(one=_IDS, two=_IDS)
+def test_encoding_is_injective_and_safe(one, two):
+    a, b = encode_segment(one), encode_segment(two)
+    assert SEGMENT.match(a)
+    assert a != "~"
+    assert len(a.encode()) <= 255
+    decoded = decode_segment(a)
+    assert decoded is None or decoded == one
+    if decoded is None:
+        assert a.startswith("%%")
+    assert (a == b) == (one == two)
