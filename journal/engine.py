@@ -37,6 +37,7 @@ from journal.errors import (
 )
 from journal.keys import ThreadKey, decode_segment, encode_segment
 from journal.lease import (
+    LeaseRecord,
     LeaseState,
     acquire_lease,
     read_lease,
@@ -123,6 +124,8 @@ class _Loaded:
     checkpoint: int
     chunks: set[str]
     warnings: list[str]
+    head_epoch: int = 0
+    batches: dict[str, codec.Record] = field(default_factory=dict)
 
 
 class Journal:
@@ -683,6 +686,7 @@ class Journal:
         versions = await log.versions(start)
         if at_version is not None:
             versions = [v for v in versions if v <= at_version]
+        head_epoch = 0
         if base is not None and not versions:
             # Nothing after the checkpoint: check the record it covers is ours.
             try:
@@ -693,6 +697,7 @@ class Journal:
                 ) from None
             if covered.hash != prev_hash:
                 raise _ForeignCheckpointError("does not match the log's record hash")
+            head_epoch = covered.body.epoch
         expected = start + 1
         for version in versions:
             if version != expected:
@@ -704,6 +709,7 @@ class Journal:
                 f"{start + len(versions)}"
             )
         apply = projection.apply
+        batches: dict[str, codec.Record] = {}
         for i in range(0, len(versions), _READ_BATCH):
             parsed = await log.read_range(versions[i : i + _READ_BATCH])
             for p in parsed:
@@ -723,7 +729,18 @@ class Journal:
                 for event in record.events:
                     state = apply(state, record, event)
                 state.version = record.version
-        return _Loaded(state, start + len(versions), prev_hash, start, chunks, warnings)
+                head_epoch = record.epoch
+                batches[record.batch_id] = record
+        return _Loaded(
+            state,
+            start + len(versions),
+            prev_hash,
+            start,
+            chunks,
+            warnings,
+            head_epoch,
+            batches,
+        )
 
     # --- verify ---
 
@@ -1045,25 +1062,54 @@ class ThreadWriter:
                 raise VersionConflictError(
                     self.label, 0, head, "the thread already exists"
                 )
-        started = time.monotonic()
-        self._lease = await acquire_lease(
-            journal.store,
-            self.log.lease_key,
-            label=self.label,
-            holder=self.holder,
-            ttl=self.ttl,
-            wait=wait,
-            clock=journal.clock,
-        )
-        self.epoch = self._lease.record.epoch
-        self._valid_until = started + self.ttl * 0.9
+        for _ in range(8):
+            started = time.monotonic()
+            self._lease = await acquire_lease(
+                journal.store,
+                self.log.lease_key,
+                label=self.label,
+                holder=self.holder,
+                ttl=self.ttl,
+                wait=wait,
+                clock=journal.clock,
+            )
+            self.epoch = self._lease.record.epoch
+            self._valid_until = started + self.ttl * 0.9
+            try:
+                loaded = await journal._rebuild(self.log, None)
+                if loaded.head_epoch < self.epoch:
+                    break
+                # LEASE was lost or garbled and restarted below the log's epochs: the
+                # fence must outrank every epoch already committed.
+                now = journal.clock()
+                bumped = LeaseRecord(
+                    self.holder, loaded.head_epoch + 1, now + self.ttl, now
+                )
+                try:
+                    etag = await write_lease(
+                        journal.store, self.log.lease_key, bumped, self._lease.etag
+                    )
+                except (PreconditionFailedError, ObjectNotFoundError):
+                    continue  # another writer moved the lease meanwhile: start over
+                self._lease = LeaseState(bumped, etag)
+                self.epoch = bumped.epoch
+                break
+            except BaseException:
+                await self._release()
+                raise
+        else:
+            raise StorageError(
+                f"{self.label}: the lease kept changing during acquire", transient=True
+            )
         try:
-            loaded = await journal._rebuild(self.log, None)
             for warning in loaded.warnings:
                 logger.warning("%s", warning)
             self.state, self.version = loaded.state, loaded.head
             self._head_hash = loaded.head_hash
             self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
+            # Lets a restarted process's retry of a commit that landed before its
+            # crash find it (within the records replayed since the checkpoint).
+            self._batches = loaded.batches
             self.base_version = self.version
             if create_only and self.version != 0:
                 raise VersionConflictError(

@@ -106,7 +106,8 @@ def decode_segment(segment: str) -> str | None:
 
 def _check_id(value: object, field: str) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, not {type(value).__name__}")
+        # ValueError, not TypeError: pydantic turns it into the InvalidKeyError.
+        raise ValueError(f"{field} must be a string, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{field} must not be empty")
     if len(value) > MAX_ID_LENGTH:

@@ -142,8 +142,14 @@ class ThreadLog:
             out.append(codec.parse_record(data, label=self.label, version=version))
         return out
 
-    async def read_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+    async def read_blobs(
+        self, digests: Sequence[str], owners: dict[str, int] | None = None
+    ) -> dict[str, bytes]:
         """Read blobs and check their hashes.
+
+        Args:
+            digests: The blobs' SHA-256 hex digests.
+            owners: The version referencing each blob, named in errors.
 
         Raises:
             CorruptRecordError: A blob is missing or does not match its hash.
@@ -152,11 +158,14 @@ class ThreadLog:
         raw = await self.store.read_many([self.blob_key(d) for d in unique])
         out: dict[str, bytes] = {}
         for digest, data in zip(unique, raw, strict=True):
+            version = (owners or {}).get(digest)
             if data is None:
-                raise CorruptRecordError(self.label, None, f"blob {digest} is missing")
+                raise CorruptRecordError(
+                    self.label, version, f"blob {digest} is missing"
+                )
             if hashlib.sha256(data).hexdigest() != digest:
                 raise CorruptRecordError(
-                    self.label, None, f"blob {digest} does not match its hash"
+                    self.label, version, f"blob {digest} does not match its hash"
                 )
             out[digest] = data
         return out
@@ -165,19 +174,19 @@ class ThreadLog:
         self, parsed: Sequence[codec.ParsedRecord]
     ) -> list[codec.Record]:
         """Decode records, fetching their blobs and message chunks."""
-        refs = [ref for p in parsed for ref in p.blob_refs]
-        blobs = await self.read_blobs(refs) if refs else {}
+        owners = {ref: p.body.version for p in parsed for ref in p.blob_refs}
+        blobs = await self.read_blobs(list(owners), owners) if owners else {}
         records = [codec.materialize(p, label=self.label, blobs=blobs) for p in parsed]
-        chunk_refs = [
-            digest
+        chunk_owners = {
+            digest: r.version
             for r in records
             for e in r.events
             if isinstance(e, ev.AgentStateReplaced)
             for digest in e.chunks
-        ]
-        if not chunk_refs:
+        }
+        if not chunk_owners:
             return records
-        chunks = await self.read_blobs(chunk_refs)
+        chunks = await self.read_blobs(list(chunk_owners), chunk_owners)
         return [self._resolve_chunks(r, chunks) for r in records]
 
     async def materialize_one(self, parsed: codec.ParsedRecord) -> codec.Record:
