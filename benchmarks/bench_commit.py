@@ -1,6 +1,6 @@
 """Commit, load, replay and space benchmarks for the journal core (local disk).
 
-Run: ``python benchmarks/bench_commit.py [--quick] [--out benchmarks/results_commit.md]``
+Run: ``python benchmarks/bench_commit.py [--quick] [--out FILE]``
 
 Everything is measured in one process, alternating where two things are compared,
 and reported as ratios: absolute times on shared machines are noise.
@@ -17,8 +17,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -35,6 +35,9 @@ from journal import (
 )
 from projections import AgentStateProjection, fold
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
 
 def turn(i: int) -> list[object]:
     """A typical turn: 4 messages, ~2 KB (user ~200 B, an assistant tool call, a
@@ -43,11 +46,18 @@ def turn(i: int) -> list[object]:
     return [
         MessageAppended(Msg("user", f"Question {i}: " + "please look this up " * 9)),
         MessageAppended(
-            Msg("assistant", [TextBlock("Let me check."),
-                              ToolUseBlock(call, "search", {"q": f"topic {i}"})])
+            Msg(
+                "assistant",
+                [
+                    TextBlock("Let me check."),
+                    ToolUseBlock(call, "search", {"q": f"topic {i}"}),
+                ],
+            )
         ),
         MessageAppended(Msg("tool", [ToolResultBlock(call, "result " * 150)])),
-        MessageAppended(Msg("assistant", f"Answer {i}: " + "the answer is here. " * 14)),
+        MessageAppended(
+            Msg("assistant", f"Answer {i}: " + "the answer is here. " * 14)
+        ),
     ]
 
 
@@ -65,7 +75,7 @@ def floor_publish(directory: str, data: bytes, n: int, fsync: bool) -> list[floa
     out = []
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for i in range(n):
+        for _i in range(n):
             t0 = time.perf_counter()
             tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -122,8 +132,7 @@ async def fill(j: Journal, key: ThreadKey, n: int, start: int = 0) -> int:
     return payload
 
 
-async def fill_compacting(j: Journal, key: ThreadKey, n: int, every: int = 50
-                          ) -> None:
+async def fill_compacting(j: Journal, key: ThreadKey, n: int, every: int = 50) -> None:
     """Like fill, but compacts the context every ``every`` turns (keeping the last
     8 messages), as long-running agents do."""
     async with j.writer(key, holder="bench") as w:
@@ -134,8 +143,9 @@ async def fill_compacting(j: Journal, key: ThreadKey, n: int, every: int = 50
                 await w.append([ContextCompacted(f"summary up to turn {i}", old)])
 
 
-async def commit_latencies(j: Journal, key: ThreadKey, n: int, start: int
-                           ) -> list[float]:
+async def commit_latencies(
+    j: Journal, key: ThreadKey, n: int, start: int
+) -> list[float]:
     out = []
     async with j.writer(key, holder="bench") as w:
         for i in range(start, start + n):
@@ -153,16 +163,23 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
     huge = 2000 if quick else 10000
     root = tempfile.mkdtemp(prefix="aj-bench-")
     sample = journal.codec.encode_record(
-        version=1, epoch=1, writer="bench", batch_id=uuid.uuid4().hex, run_id=None,
-        committed_at=time.time(), prev_hash=journal.codec.GENESIS_HASH, events=turn(0),
+        version=1,
+        epoch=1,
+        writer="bench",
+        batch_id=uuid.uuid4().hex,
+        run_id=None,
+        committed_at=time.time(),
+        prev_hash=journal.codec.GENESIS_HASH,
+        events=turn(0),
     ).data
 
     # 1. Commit latency vs the raw floor, alternating in blocks of 50.
     floor_dir = os.path.join(root, "floor")
     os.makedirs(floor_dir)
     for fsync in (True, False):
-        j = Journal.open(os.path.join(root, f"commit-{fsync}"), fsync=fsync,
-                         checkpoint_every=100)
+        j = Journal.open(
+            os.path.join(root, f"commit-{fsync}"), fsync=fsync, checkpoint_every=100
+        )
         key = ThreadKey("bench", f"commit-{fsync}")
         floor: list[float] = []
         ours: list[float] = []
@@ -173,13 +190,21 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
             done += 50
         label = "fsync" if fsync else "no fsync"
         f50, o50 = statistics.median(floor), statistics.median(ours)
-        rows.append((f"commit p50 ({label}), {len(sample)} B turn",
-                     f"{o50 * 1e3:.3f} ms vs floor {f50 * 1e3:.3f} ms",
-                     f"{o50 / f50:.2f}x floor"))
-        rows.append((f"commit p99 ({label})",
-                     f"{pct(ours, 0.99) * 1e3:.3f} ms vs floor "
-                     f"{pct(floor, 0.99) * 1e3:.3f} ms",
-                     f"{pct(ours, 0.99) / pct(floor, 0.99):.2f}x floor"))
+        rows.append(
+            (
+                f"commit p50 ({label}), {len(sample)} B turn",
+                f"{o50 * 1e3:.3f} ms vs floor {f50 * 1e3:.3f} ms",
+                f"{o50 / f50:.2f}x floor",
+            )
+        )
+        rows.append(
+            (
+                f"commit p99 ({label})",
+                f"{pct(ours, 0.99) * 1e3:.3f} ms vs floor "
+                f"{pct(floor, 0.99) * 1e3:.3f} ms",
+                f"{pct(ours, 0.99) / pct(floor, 0.99):.2f}x floor",
+            )
+        )
 
     # 2. Commit cost flat in history length: 100-record vs big thread, alternating.
     j = Journal.open(os.path.join(root, "flat"), fsync=False)
@@ -192,9 +217,14 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
         s_lat += await commit_latencies(j, small, 50, 100 + r * 50)
         l_lat += await commit_latencies(j, large, 50, big + r * 50)
     ratio = statistics.median(l_lat) / statistics.median(s_lat)
-    rows.append((f"commit at {big} records / at 100 records (p50, no fsync)",
-                 f"{statistics.median(l_lat) * 1e3:.3f} ms / "
-                 f"{statistics.median(s_lat) * 1e3:.3f} ms", f"{ratio:.2f}x"))
+    rows.append(
+        (
+            f"commit at {big} records / at 100 records (p50, no fsync)",
+            f"{statistics.median(l_lat) * 1e3:.3f} ms / "
+            f"{statistics.median(s_lat) * 1e3:.3f} ms",
+            f"{ratio:.2f}x",
+        )
+    )
 
     # 3. Load: huge thread with default checkpoints vs 100 records, for a context
     #    that is compacted as it grows, and for one that is never compacted.
@@ -212,20 +242,28 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
         times["compact"].append(await timed(lambda: fresh.load(k_compact)))
         times["huge"].append(await timed(lambda: fresh.load(k_huge)))
     med = {name: statistics.median(v) for name, v in times.items()}
-    rows.append((f"load {huge}-turn thread, context compacted every 50 turns / "
-                 "100-turn thread (checkpoints on)",
-                 f"{med['compact'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms",
-                 f"{med['compact'] / med['small']:.2f}x"))
+    rows.append(
+        (
+            f"load {huge}-turn thread, context compacted every 50 turns / "
+            "100-turn thread (checkpoints on)",
+            f"{med['compact'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms",
+            f"{med['compact'] / med['small']:.2f}x",
+        )
+    )
     state = await fresh.load(k_huge)
     blob = msgspec.msgpack.encode(state.context)
     decoder = msgspec.msgpack.Decoder(list[Msg])
     floor = min([await timed(_async(lambda: decoder.decode(blob))) for _ in range(5)])
-    rows.append((f"load {huge}-turn thread, never compacted ({len(state.context)} "
-                 "messages in context) / 100-turn thread",
-                 f"{med['huge'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms "
-                 f"(decoding the context alone: {floor * 1e3:.2f} ms)",
-                 f"{med['huge'] / med['small']:.2f}x "
-                 f"({med['huge'] / floor:.2f}x the decode floor)"))
+    rows.append(
+        (
+            f"load {huge}-turn thread, never compacted ({len(state.context)} "
+            "messages in context) / 100-turn thread",
+            f"{med['huge'] * 1e3:.2f} ms / {med['small'] * 1e3:.2f} ms "
+            f"(decoding the context alone: {floor * 1e3:.2f} ms)",
+            f"{med['huge'] / med['small']:.2f}x "
+            f"({med['huge'] / floor:.2f}x the decode floor)",
+        )
+    )
 
     # 4. Full replay throughput (decode + fold, records already read).
     records = [r async for r in fresh.records(k_huge)]
@@ -236,23 +274,34 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
     best = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
-        parsed = [journal.codec.parse_record(d, label=label, version=i + 1)
-                  for i, d in enumerate(raw) if d is not None]
+        parsed = [
+            journal.codec.parse_record(d, label=label, version=i + 1)
+            for i, d in enumerate(raw)
+            if d is not None
+        ]
         decoded = [journal.codec.materialize(p, label=label) for p in parsed]
         proj = AgentStateProjection(label)
         fold(proj, proj.initial(k_huge), decoded)
         best = min(best, time.perf_counter() - t0)
-    rows.append(("full replay (parse + checksum + hash + decode + fold)",
-                 f"{n_events} events in {best * 1e3:.1f} ms",
-                 f"{n_events / best:,.0f} events/s"))
+    rows.append(
+        (
+            "full replay (parse + checksum + hash + decode + fold)",
+            f"{n_events} events in {best * 1e3:.1f} ms",
+            f"{n_events / best:,.0f} events/s",
+        )
+    )
 
     # 5. verify throughput.
     t0 = time.perf_counter()
     report = await fresh.verify(k_huge)
     elapsed = time.perf_counter() - t0
-    rows.append(("verify (records + every checkpoint vs replay)",
-                 f"{report.bytes / 1e6:.1f} MB in {elapsed * 1e3:.0f} ms, ok={report.ok}",
-                 f"{report.bytes / 1e6 / elapsed:.1f} MB/s"))
+    rows.append(
+        (
+            "verify (records + every checkpoint vs replay)",
+            f"{report.bytes / 1e6:.1f} MB in {elapsed * 1e3:.0f} ms, ok={report.ok}",
+            f"{report.bytes / 1e6 / elapsed:.1f} MB/s",
+        )
+    )
 
     # 6. Bytes written after 1,000 turns with default checkpoints.
     space_root = os.path.join(root, "space")
@@ -260,9 +309,13 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
     key = ThreadKey("bench", "space")
     payload = await fill(j, key, 1000)
     size, alloc = du(space_root)
-    rows.append(("bytes written after 1,000 turns (records+checkpoints+chunks)",
-                 f"{size:,} B for {payload:,} B of messages (du {alloc:,} B)",
-                 f"{size / payload:.2f}x payload"))
+    rows.append(
+        (
+            "bytes written after 1,000 turns (records+checkpoints+chunks)",
+            f"{size:,} B for {payload:,} B of messages (du {alloc:,} B)",
+            f"{size / payload:.2f}x payload",
+        )
+    )
     return rows
 
 

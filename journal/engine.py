@@ -222,6 +222,11 @@ class Journal:
         Raises:
             LeaseHeldError: Another holder's lease is live.
         """
+        if not self.store.writable:
+            raise StorageError(
+                f"{self.store.url or type(self.store).__name__} is open read-only: "
+                "its file system has no exclusive create, so it cannot carry a writer"
+            )
         if lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, not {lease_ttl}")
         if wait < 0:

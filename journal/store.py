@@ -70,7 +70,10 @@ class ObjectStore(abc.ABC):
             The new etag.
 
         Raises:
-            PreconditionFailedError: The object's etag differs.
+            PreconditionFailedError: The object's etag differs. On object stores
+                this can also follow a lost reply to our own write that landed
+                (the retry finds the new etag): callers re-read the object, which
+                identifies its writer, before deciding.
             ObjectNotFoundError: ``if_match`` was given but the key does not exist.
         """
 

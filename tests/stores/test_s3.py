@@ -7,7 +7,6 @@ exist, and a store moving between event loops.
 """
 
 # The fixtures imported from tests.services are parameters of the tests below.
-# ruff: noqa: F811
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ fresh store, so opening the session is included: it must send nothing.
 """
 
 # The fixtures imported from tests.services are parameters of the tests below.
-# ruff: noqa: F811
 
 from __future__ import annotations
 
