@@ -39,9 +39,9 @@ __all__ = [
 ]
 
 DEFAULT_CHECKPOINT_EVERY = 100
-CHUNK_MODULUS = 32
-MAX_CHUNK_MESSAGES = 128
-MAX_CHUNK_BYTES = 256 * 1024
+CHUNK_MODULUS = 64
+MAX_CHUNK_MESSAGES = 256
+MAX_CHUNK_BYTES = 1024 * 1024
 
 _encoder = msgspec.msgpack.Encoder()
 _chunk_decoder = msgspec.msgpack.Decoder(list[Msg])
