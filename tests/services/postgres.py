@@ -129,9 +129,11 @@ def start_postgres() -> Iterator[str]:
     """
     bindir = find_bindir()
     as_user = _run_as()
-    # Not under pytest's tmp_path: its parents are private to root, and the server
-    # runs as another user that must reach its directory.
-    base = Path(tempfile.mkdtemp(prefix="agent-journal-pg-"))
+    # Not under pytest's tmp_path (nor $TMPDIR, as root): its parents may be private
+    # to root, and the server runs as another user that must reach its directory.
+    base = Path(
+        tempfile.mkdtemp(prefix="agent-journal-pg-", dir="/tmp" if as_user else None)  # noqa: S108
+    )
     if as_user:
         os.chown(base, as_user["user"], as_user["group"])
     data = base / "data"

@@ -1,8 +1,5 @@
 """The SQL store on a real PostgreSQL server (asyncpg)."""
 
-# Fixtures are imported by name and then taken as parameters of the same name.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import asyncio

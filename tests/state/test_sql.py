@@ -135,6 +135,9 @@ async def test_database_errors_become_storage_errors(tmp_path):
         assert caught.value.transient is False
     finally:
         await store.aclose()
+        # aiosqlite stops the worker thread of a connection that failed to open
+        # asynchronously; let it finish before this test's event loop closes.
+        await asyncio.sleep(0.1)
 
 
 async def test_two_engines_on_one_file(tmp_path):
