@@ -1332,10 +1332,13 @@ class ThreadWriter:
                 if adopted is not None:
                     return adopted
                 continue
-            except StorageError as exc:
-                # The write may or may not have landed: remember it, so the slot is
-                # recognised as ours whoever finds it next.
+            except BaseException as exc:
+                # The write may or may not have landed (an error, a lost reply, or a
+                # cancellation mid-publish): remember it, so the slot is recognised as
+                # ours whoever finds it next.
                 self._uncertain[version] = (batch, encoded.content_digest)
+                if not isinstance(exc, StorageError):
+                    raise
                 if exc.transient and attempts < _TRANSIENT_RETRIES:
                     attempts += 1
                     await asyncio.sleep(0.05 * 2**attempts)

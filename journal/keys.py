@@ -204,7 +204,7 @@ class ThreadKey(BaseModel):
         entries, so they never share a snapshot slot.
         """
         _check_id(name, "name")
-        return "/".join(
+        entry = "/".join(
             (
                 encode_segment(self.namespace),
                 encode_segment(self.agent_id),
@@ -212,6 +212,12 @@ class ThreadKey(BaseModel):
                 encode_segment(name),
             )
         )
+        if len(entry) <= MAX_ID_LENGTH:
+            return entry
+        # Snapshot stores take ids of at most 256 characters: shorten long entries
+        # with a digest of the full one (collision-free in practice).
+        digest = hashlib.sha256(entry.encode()).hexdigest()
+        return f"{entry[: MAX_ID_LENGTH - 66]}%%{digest}"
 
     def __str__(self) -> str:
         user = "~" if self.user_id is None else self.user_id

@@ -1,7 +1,8 @@
 """Conformance suites that every backend must pass, shipped for third parties.
 
-A backend binds a suite by subclassing it and overriding its ``store`` fixture;
-nothing else is needed::
+``StoreContract`` (object stores), ``JournalContract`` (the journal on a store's URL)
+and ``AgentStateStoreContract`` (snapshot-mode state stores). A backend binds a suite
+by subclassing it and overriding its fixture; nothing else is needed::
 
     import pytest
     from stores.testing import StoreContract
@@ -19,8 +20,14 @@ from __future__ import annotations
 import pytest
 
 # Rewrite the suite's asserts so that a failing backend gets readable messages.
-pytest.register_assert_rewrite("stores.testing.store_contract")
+pytest.register_assert_rewrite(
+    "stores.testing.store_contract",
+    "stores.testing.journal_contract",
+    "stores.testing.state_contract",
+)
 
+from stores.testing.journal_contract import JournalContract  # noqa: E402
+from stores.testing.state_contract import AgentStateStoreContract  # noqa: E402
 from stores.testing.store_contract import StoreContract  # noqa: E402
 
-__all__ = ["StoreContract"]
+__all__ = ["AgentStateStoreContract", "JournalContract", "StoreContract"]
