@@ -10,7 +10,10 @@ starts private servers (``redis-server``; ``initdb`` + ``pg_ctl``) the way the t
 and leaves a store out, saying why, when its server cannot be had.
 
 One round of a store is: a compare-and-swap save at the version it last saw, then a
-load. A turn of an agent in snapshot mode costs exactly that.
+load. A turn of an agent in snapshot mode costs exactly that. Beside them, the journal
+(journal mode) on local disk: one round is the append of the turn's four new messages
+(a writer holds the thread, as an agent does during a call), so the rows show what
+snapshot mode pays for rewriting the whole state every turn as the history grows.
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from journal import Msg, TextBlock, ToolResultBlock, ToolUseBlock
+from journal import (
+    Journal,
+    MessageAppended,
+    Msg,
+    TextBlock,
+    ThreadKey,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from projections.agent_state import AgentState
 from stores.state import (
     InMemoryAgentStateStore,
@@ -44,10 +55,10 @@ if TYPE_CHECKING:
     from stores.state import AgentStateStore
 
 
-def state_of(messages: int) -> AgentState:
+def state_of(messages: int, start: int = 0) -> AgentState:
     """A state of ``messages`` messages shaped like real turns (~500 B each)."""
     context: list[Msg] = []
-    for i in range(messages // 4 + 1):
+    for i in range(start, start + messages // 4 + 1):
         call = f"call-{i}"
         context += [
             Msg("user", f"Question {i}: " + "please look this up " * 9),
@@ -90,17 +101,51 @@ async def one_round(store: AgentStateStore, state: AgentState, version: int) -> 
     return new
 
 
+class JournalTurns:
+    """The journal-mode counterpart of a snapshot round: append one turn."""
+
+    def __init__(self, root: Path, state: AgentState, *, fsync: bool) -> None:
+        self.journal = Journal.open(root, fsync=fsync)
+        self.key = ThreadKey("bench", f"journal-{fsync}", "bench")
+        self.state = state
+        self.turn = 0
+
+    async def __aenter__(self) -> JournalTurns:
+        self.writer = await self.journal.acquire(self.key, holder="bench")
+        # The same history as the snapshot stores hold, committed once.
+        context = self.state.context
+        for i in range(0, len(context), 4):
+            await self.writer.append([MessageAppended(m) for m in context[i : i + 4]])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.writer.close()
+
+    async def round(self) -> None:
+        self.turn += 1
+        await self.writer.append(
+            [MessageAppended(m) for m in state_of(4, start=self.turn).context]
+        )
+
+
 async def run(
-    stores: dict[str, AgentStateStore], state: AgentState, rounds: int
+    stores: dict[str, AgentStateStore],
+    journals: dict[str, JournalTurns],
+    state: AgentState,
+    rounds: int,
 ) -> dict[str, list[float]]:
     versions = dict.fromkeys(stores, 0)
     for name, store in stores.items():  # warm up: connections, tables, scripts
         versions[name] = await one_round(store, state, versions[name])
-    times: dict[str, list[float]] = {name: [] for name in stores}
+    times: dict[str, list[float]] = {name: [] for name in [*stores, *journals]}
     for _ in range(rounds):
         for name, store in stores.items():
             start = time.perf_counter()
             versions[name] = await one_round(store, state, versions[name])
+            times[name].append(time.perf_counter() - start)
+        for name, turns in journals.items():
+            start = time.perf_counter()
+            await turns.round()
             times[name].append(time.perf_counter() - start)
     return times
 
@@ -153,8 +198,19 @@ async def main_async(args: argparse.Namespace) -> str:
             stores["postgresql"] = SqlAgentStateStore(
                 postgres_url, table=f"bench_{uuid.uuid4().hex[:8]}"
             )
+        journals = {
+            "journal append, one turn (fsync)": JournalTurns(
+                workdir / "journal-fsync", state, fsync=True
+            ),
+            "journal append, one turn (no fsync)": JournalTurns(
+                workdir / "journal-nofsync", state, fsync=False
+            ),
+        }
         try:
-            times = await run(stores, state, rounds)
+            async with contextlib.AsyncExitStack() as open_journals:
+                for turns in journals.values():
+                    await open_journals.enter_async_context(turns)
+                times = await run(stores, journals, state, rounds)
         finally:
             for store in stores.values():
                 await store.aclose()
