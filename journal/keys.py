@@ -23,6 +23,7 @@ __all__ = [
     "ANONYMOUS_SEGMENT",
     "MAX_ID_LENGTH",
     "ThreadKey",
+    "check_id",
     "decode_segment",
     "encode_segment",
 ]
@@ -102,6 +103,21 @@ def decode_segment(segment: str) -> str | None:
         else:
             raise ValueError(f"not an encoded id segment: {segment!r}")
     return raw.decode("utf-8")
+
+
+def check_id(value: object, field: str) -> str:
+    """Validate one id: a non-empty str of at most 256 characters, no control chars.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        InvalidKeyError: It is not.
+    """
+    try:
+        return _check_id(value, field)
+    except ValueError as exc:
+        raise InvalidKeyError(str(exc)) from None
 
 
 def _check_id(value: object, field: str) -> str:

@@ -22,7 +22,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from journal.errors import (
     StorageError,
 )
 from journal.store import ObjectStore
+from stores._files import ensure_dirs, fsync_dir, write_temp
 
 if TYPE_CHECKING:
     import builtins
@@ -96,45 +96,16 @@ class LocalStore(ObjectStore):
         return os.path.join(self.root, *parts)
 
     def _sync_dir(self, path: str) -> None:
-        if not self.fsync:
-            return
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self.fsync:
+            fsync_dir(path)
 
     def _ensure_dir(self, directory: str) -> None:
-        if directory in self._dirs:
-            return
-        missing: list[str] = []
-        probe = directory
-        while not os.path.isdir(probe):
-            missing.append(probe)
-            probe = os.path.dirname(probe)
-        for path in reversed(missing):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(path)
-            # A new directory entry is durable only once its parent is synced.
-            self._sync_dir(os.path.dirname(path))
-        self._dirs.add(directory)
+        if directory not in self._dirs:
+            ensure_dirs(directory, fsync=self.fsync)
+            self._dirs.add(directory)
 
     def _write_temp(self, directory: str, data: bytes) -> str:
-        tmp = os.path.join(directory, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if self.fsync:
-                os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        return tmp
+        return write_temp(directory, data, fsync=self.fsync, prefix=_TMP_PREFIX)
 
     def _publish(self, key: str, data: bytes) -> str:
         path = self._path(key)

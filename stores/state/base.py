@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import abc
 import enum
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
-from journal.errors import InvalidKeyError
-from journal.keys import ANONYMOUS_SEGMENT, MAX_ID_LENGTH, encode_segment
+from journal.keys import ANONYMOUS_SEGMENT, check_id, encode_segment
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -151,29 +149,6 @@ class AgentStateStore(Protocol):
     async def aclose(self) -> None:
         """Release connections the store opened itself. Safe to call twice."""
         ...
-
-
-def check_id(value: object, field: str) -> str:
-    """Validate one id: a non-empty str of at most 256 characters, no control chars.
-
-    Returns:
-        ``value``.
-
-    Raises:
-        InvalidKeyError: It is not.
-    """
-    if not isinstance(value, str):
-        raise InvalidKeyError(f"{field} must be a string, not {type(value).__name__}")
-    if not value:
-        raise InvalidKeyError(f"{field} must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidKeyError(
-            f"{field} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
-        )
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cs"):
-            raise InvalidKeyError(f"{field} contains the control character {ch!r}")
-    return value
 
 
 def user_segment(user_id: str | None) -> str:

@@ -26,7 +26,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ import msgspec
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from journal.keys import decode_segment, encode_segment
 from projections.agent_state import AgentState
+from stores._files import ensure_dirs, fsync_dir, write_temp
 from stores.state.base import (
     AgentStateStoreBase,
     SlotKey,
@@ -116,14 +116,6 @@ def _map_errors(label: str) -> Iterator[None]:
         ) from exc
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class JsonFileAgentStateStore(AgentStateStoreBase):
     """Keeps each slot in a JSON file; safe across threads and processes.
 
@@ -197,20 +189,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
             os.close(fd)
 
     def _makedirs(self, directory: Path) -> None:
-        missing: list[Path] = []
-        path = directory
-        while not path.is_dir():
-            missing.append(path)
-            if path.parent == path:
-                break
-            path = path.parent
-        if not missing:
-            return
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if self.fsync:
-            # Make the new directory entries durable too, deepest last.
-            for created in reversed(missing):
-                _fsync_dir(created.parent)
+        ensure_dirs(str(directory), fsync=self.fsync, mode=0o700)
 
     def _current_version(self, path: Path, slot: SlotKey) -> int:
         try:
@@ -241,24 +220,21 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
                 state=with_version(state, new),
             )
             data = msgspec.json.format(msgspec.json.encode(body), indent=2) + b"\n"
-            tmp = directory / f".{slot.name}.{secrets.token_hex(8)}.tmp"
+            tmp = write_temp(
+                str(directory),
+                data,
+                fsync=self.fsync,
+                prefix=f".{slot.name}.",
+                mode=0o600,
+            )
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    if self.fsync:
-                        os.fsync(fd)
-                finally:
-                    os.close(fd)
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):
-                    tmp.unlink()
+                    os.unlink(tmp)
                 raise
             if self.fsync:
-                _fsync_dir(directory)
+                fsync_dir(directory)
             return new
 
     def _load_sync(self, slot: SlotKey) -> tuple[AgentState, int] | None:
@@ -286,7 +262,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
             except FileNotFoundError:
                 return False
             if self.fsync:
-                _fsync_dir(directory)
+                fsync_dir(directory)
             return True
 
     def _list_sync(self, user: str) -> list[str]:
