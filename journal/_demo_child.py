@@ -1,14 +1,18 @@
-"""The writer process that ``agent-journal demo`` kills in the middle of a tool call.
+"""The Agent process that ``agent-journal demo`` kills in the middle of a tool call.
 
 Run as ``python -m journal._demo_child`` with one JSON object on stdin::
 
-    {"root": "...", "options": {...}, "key": {...ThreadKey fields...},
-     "holder": "worker-2", "lease_ttl": 2.0}
+    {"root": "...", "options": {...}, "session_id": "...", "user_id": "alice",
+     "lease_ttl": 1.5, "run_id": "alice-3", "call_id": "call-email-1",
+     "message": "Email Bob the forecast."}
 
-It takes the thread's lease with a short TTL, commits the start of a run and a
-``ToolCallRequested`` (write-ahead: before the tool runs), reports each commit as one
-JSON line on stdout, says that the tool is running, and then waits forever for the
-SIGKILL that the demo sends it. Nothing after the request ever reaches the log, so the
+It builds the demo's execution configuration (the same tools, a short lease TTL),
+takes a fresh :class:`~journal.Agent` and runs one call whose model asks for
+``send_email``. Each record the run commits is reported as one JSON line on stdout
+(``{"what": "record", "version": N}``); the runtime commits the
+``ToolCallRequested`` before the tool runs (write-ahead). The tool's outbox then
+reports ``{"what": "sending", "pid": ...}`` and waits, "talking to the mail server",
+for the SIGKILL the demo sends. Nothing after the request reaches the log, so the
 call's outcome is unknown: exactly what a real crash leaves behind.
 """
 
@@ -20,19 +24,8 @@ import os
 import sys
 from typing import Any
 
-from journal import (
-    Journal,
-    MessageAppended,
-    Msg,
-    RunStarted,
-    TextBlock,
-    ThreadKey,
-    ToolCallRequested,
-    ToolUseBlock,
-)
-
-RUN_ID = "run-3"
-CALL_ID = "call-email-1"
+from journal import Journal, Record, RuntimeContext, ScriptedModel
+from journal.demo import EMAIL_TO_BOB, DemoConfig, Outbox, email_script
 
 
 def _report(**fields: Any) -> None:
@@ -40,42 +33,35 @@ def _report(**fields: Any) -> None:
     sys.stdout.flush()
 
 
+class HangingOutbox(Outbox):
+    """An outbox whose mail server never answers: the process dies mid-send."""
+
+    async def deliver(self, to: str, subject: str) -> str:
+        _report(what="sending", pid=os.getpid(), to=to)
+        await asyncio.sleep(3600)  # the lease is renewed meanwhile, until the kill
+        raise RuntimeError("the demo should have killed this process")
+
+
 async def crash_course(config: dict[str, Any]) -> None:
-    """Commit a run start and a tool request, then "run the tool" until killed.
+    """Run one Agent call that hangs in ``send_email`` until the process is killed.
 
     Args:
-        config: The root, storage options, thread key, holder and lease TTL.
+        config: The root, storage options, identity, lease TTL and request.
     """
     journal = Journal.open(config["root"], **config.get("options", {}))
-    key = ThreadKey(**config["key"])
-    writer = await journal.acquire(
-        key, holder=config["holder"], lease_ttl=float(config["lease_ttl"])
+    agent_config = DemoConfig(journal, lease_ttl=float(config["lease_ttl"]))
+    model = ScriptedModel(email_script(*EMAIL_TO_BOB, call_id=config["call_id"]))
+    ctx = RuntimeContext(
+        user_id=config["user_id"],
+        session_id=config["session_id"],
+        run_id=config["run_id"],
     )
-    _report(what="fence", version=writer.version, epoch=writer.epoch)
-
-    user = Msg("user", "Great. Email Bob the forecast, please.")
-    record = await writer.append(
-        [RunStarted(RUN_ID), MessageAppended(user)], run_id=RUN_ID
-    )
-    _report(what="input", version=record.version)
-
-    email = {"to": "bob@example.com", "subject": "Paris", "body": "18 C and sunny"}
-    call = ToolUseBlock(CALL_ID, "send_email", email)
-    reply = Msg("assistant", [TextBlock("Sending it now."), call])
-    record = await writer.append(
-        [
-            MessageAppended(reply),
-            # Write-ahead: the request is durable before the tool runs.
-            ToolCallRequested(CALL_ID, "send_email", email, run_id=RUN_ID),
-        ],
-        run_id=RUN_ID,
-    )
-    _report(what="tool_call", version=record.version)
-
-    _report(what="tool_running", pid=os.getpid(), tool="send_email")
-    # "Sending the email": the lease keeps being renewed in the background until
-    # the parent kills this process.
-    await asyncio.sleep(3600)
+    ctx.put(Outbox, HangingOutbox())
+    async with agent_config.agent(model) as agent:
+        async for item in agent.stream_events(config["message"], ctx):
+            if isinstance(item, Record):
+                _report(what="record", version=item.version)
+    raise SystemExit("send_email returned: the demo should have killed this process")
 
 
 def main() -> None:
