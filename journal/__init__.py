@@ -63,6 +63,7 @@ from journal.events import (
     VerificationRecorded,
 )
 from journal.keys import ThreadKey
+from journal.policy import ConflictPolicy
 from journal.runtime import (
     Agent,
     AgentRun,
@@ -70,6 +71,7 @@ from journal.runtime import (
     ModelResponse,
     RuntimeContext,
     ScriptedModel,
+    ScriptItem,
     ToolCall,
     ToolSpec,
     tool,
@@ -81,6 +83,7 @@ __all__ = [
     "AgentRun",
     "AgentStateReplaced",
     "ConflictError",
+    "ConflictPolicy",
     "ContentBlock",
     "ContextCleared",
     "ContextCompacted",
@@ -117,6 +120,7 @@ __all__ = [
     "RunInterrupted",
     "RunStarted",
     "RuntimeContext",
+    "ScriptItem",
     "ScriptedModel",
     "StaleStateError",
     "StorageError",

@@ -15,6 +15,7 @@ from journal._runtime_tools import to_jsonable
 from journal._runtime_types import ModelResponse, ToolCall
 from journal.codec import Record
 from journal.errors import StaleStateError, UncertainToolCallsError
+from journal.policy import ConflictPolicy
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from journal.engine import ThreadWriter
     from journal.keys import ThreadKey
     from journal.runtime import Agent
-    from stores.state.base import AgentStateStore, ConflictPolicy
+    from stores.state.base import AgentStateStore
 
 __all__ = [
     "STATE_ENTRY",
@@ -307,8 +308,6 @@ class SnapshotSlots:
             StaleStateError: ``FAIL`` and the slot moved on; or ``APPEND_MERGE`` and
                 the turn changed the context beyond appending, or the retry lost too.
         """
-        from stores.state.base import ConflictPolicy
-
         try:
             return await self.save(key, final, version)
         except StaleStateError:
@@ -336,8 +335,6 @@ class SnapshotSlots:
 
 
 def policy_of(value: ConflictPolicy | str) -> ConflictPolicy:
-    from stores.state.base import ConflictPolicy
-
     try:
         return ConflictPolicy(value)
     except ValueError:

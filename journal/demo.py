@@ -62,8 +62,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import TextIO
 
-    from journal import Journal, Record
-    from journal._runtime_types import ScriptItem
+    from journal import Journal, Record, ScriptItem
     from journal.runtime import Tool
     from projections import AgentState
 

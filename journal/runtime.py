@@ -59,6 +59,7 @@ from journal._runtime_types import (
     ModelResponse,
     RuntimeContext,
     ScriptedModel,
+    ScriptItem,
     ToolCall,
     ToolSpec,
     as_response,
@@ -69,6 +70,7 @@ from journal.errors import (
     StaleStateError,
 )
 from journal.keys import ThreadKey
+from journal.policy import ConflictPolicy
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ if TYPE_CHECKING:
     import pydantic
 
     from journal.engine import Journal, ThreadWriter
-    from stores.state.base import AgentStateStore, ConflictPolicy
+    from stores.state.base import AgentStateStore
 
 __all__ = [
     "Agent",
@@ -86,6 +88,7 @@ __all__ = [
     "ModelResponse",
     "RunEvent",
     "RuntimeContext",
+    "ScriptItem",
     "ScriptedModel",
     "Tool",
     "ToolCall",
@@ -132,6 +135,9 @@ class Agent:
         max_iterations: The most model calls in one run.
         default_session_id: The session of contexts that name none.
         namespace: The thread keys' namespace.
+        holder: This instance's lease holder id (default: unique per instance). A
+            restarted worker may pass its predecessor's id to take over that
+            holder's unexpired leases at once.
 
     Raises:
         ValueError: Neither or both of ``journal`` and ``state_store``, a bad
@@ -152,13 +158,14 @@ class Agent:
         tools: Iterable[ToolFunction | Tool] = (),
         journal: Journal | None = None,
         state_store: AgentStateStore | None = None,
-        conflict_policy: ConflictPolicy | str = "fail",
+        conflict_policy: ConflictPolicy | str = ConflictPolicy.FAIL,
         lease_ttl: float = 30.0,
         lease_wait: float = 0.0,
         max_iterations: int = 10,
         default_session_id: str | None = None,
         *,
         namespace: str = "default",
+        holder: str | None = None,
     ) -> None:
         if (journal is None) == (state_store is None):
             raise ValueError(
@@ -187,7 +194,7 @@ class Agent:
         self.max_iterations = max_iterations
         self.default_session_id = default_session_id
         self.namespace = namespace
-        self.holder = f"{agent_id}-{uuid.uuid4().hex[:12]}"
+        self.holder = holder or f"{agent_id}-{uuid.uuid4().hex[:12]}"
         self.tools: dict[str, Tool] = {}
         for item in tools:
             built = item if isinstance(item, Tool) else tool(item)
