@@ -38,6 +38,7 @@ __all__ = [
     "S3Proxy",
     "Seen",
     "big_key",
+    "journal_options",
     "make_bucket",
     "make_s3_store",
     "open_s3_store",
@@ -102,6 +103,20 @@ def s3_server() -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+def journal_options(endpoint: str, **options: Any) -> dict[str, Any]:
+    """Storage options for ``Journal.open("s3://<bucket>/<prefix>", **options)``.
+
+    The endpoint and the test credentials, plus the shared botocore session (which
+    only saves parsing the service model again for every store a test opens).
+    """
+    return {
+        "endpoint_url": endpoint,
+        "session": _botocore_session(),
+        **CREDENTIALS,
+        **options,
+    }
 
 
 async def make_bucket(endpoint: str, bucket: str | None = None) -> str:
