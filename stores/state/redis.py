@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from redis import exceptions as rexc
+from redis.asyncio.cluster import RedisCluster
 
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from projections.agent_state import AgentState
@@ -29,8 +30,6 @@ from stores.state.base import AgentStateStoreBase, utc_now, with_version
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    from redis.asyncio.cluster import RedisCluster
 
     from stores.state.base import SlotKey
 
@@ -199,6 +198,15 @@ class RedisAgentStateStore(AgentStateStoreBase):
         """The Redis client this store uses."""
         return self._client
 
+    async def _ready(self) -> None:
+        # redis-py's asyncio RedisCluster picks a command's node before it loads the
+        # slot map: concurrent first commands on a fresh (or reset) client go to
+        # arbitrary nodes, get MOVED, and the reset that repeated MOVEDs trigger
+        # closes the connections of the commands still in flight. Load the map first
+        # (a no-op once loaded; concurrent callers wait for one load).
+        if isinstance(self._client, RedisCluster):
+            await self._client.initialize()
+
     def _base(self, user: str) -> str:
         return f"{self.prefix}:{{{user}}}:"
 
@@ -228,6 +236,7 @@ class RedisAgentStateStore(AgentStateStoreBase):
             slot.name,
         ]
         with _map_errors(slot.label):
+            await self._ready()
             result: Any = await self._save_script(keys=self._keys(slot), args=args)
         ok, version = int(result[0]), int(result[1])
         if not ok:
@@ -237,6 +246,7 @@ class RedisAgentStateStore(AgentStateStoreBase):
 
     async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
         with _map_errors(slot.label):
+            await self._ready()
             raw: Any = await self._client.hmget(
                 self._keys(slot)[0], ["version", "state"]
             )
@@ -255,6 +265,7 @@ class RedisAgentStateStore(AgentStateStoreBase):
 
     async def _delete(self, slot: SlotKey) -> bool:
         with _map_errors(slot.label):
+            await self._ready()
             removed: Any = await self._delete_script(
                 keys=self._keys(slot), args=[slot.session, slot.name]
             )
@@ -263,6 +274,7 @@ class RedisAgentStateStore(AgentStateStoreBase):
     async def _list_sessions(self, user_id: str | None, user: str) -> list[str]:
         base = self._base(user)
         with _map_errors(f"sessions of user {user_id!r}"):
+            await self._ready()
             found: Any = await self._list_script(keys=[f"{base}sessions"], args=[base])
         return sorted({_text(s) for s in found})
 
