@@ -101,6 +101,12 @@ async def take_over(
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(max(exc.expires_at - time.time(), 0.0) + 0.01)
+        except FencedError:
+            # On a loaded machine the acquire took longer than the lease it took
+            # (nothing was committed): take it again, as the same holder.
+            if time.monotonic() > deadline:
+                raise
+            out("FENCED")
 
 
 async def crash(j: Journal, key: ThreadKey, round_: int, ttl: float) -> None:

@@ -127,7 +127,7 @@ def clean(report) -> None:
 async def test_zombie_writer_is_fenced(bucket: Bucket, how: str) -> None:
     """A writer paused (SIGSTOP) past a takeover never lands another commit.
 
-    ``lease-expired``: the zombie's 1.5 s lease runs out while it is stopped and the
+    ``lease-expired``: the zombie's 3 s lease runs out while it is stopped and the
     parent waits for that. ``clock-skew``: the zombie holds a 60 s lease, but the
     parent's clock runs two minutes ahead, so it takes over at once while the zombie
     still believes its lease valid: only the log can stop it (its next create
@@ -135,7 +135,7 @@ async def test_zombie_writer_is_fenced(bucket: Bucket, how: str) -> None:
     """
     key = new_key()
     skew = how == "clock-skew"
-    ttl = 60.0 if skew else 1.5
+    ttl = 60.0 if skew else 3.0
     parent = bucket.journal(clock=(lambda: time.time() + 120.0) if skew else time.time)
     zombie = bucket.child("zombie", key, ttl)
     try:
