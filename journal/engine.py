@@ -1068,7 +1068,6 @@ class ThreadWriter:
                     self.label, 0, head, "the thread already exists"
                 )
         for _ in range(8):
-            started = time.monotonic()
             self._lease = await acquire_lease(
                 journal.store,
                 self.log.lease_key,
@@ -1079,7 +1078,8 @@ class ThreadWriter:
                 clock=journal.clock,
             )
             self.epoch = self._lease.record.epoch
-            self._valid_until = started + self.ttl * 0.9
+            # Valid from when the lease was written, not from when waiting began.
+            self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
                 loaded = await journal._rebuild(self.log, None)
                 if loaded.head_epoch < self.epoch:
@@ -1096,7 +1096,7 @@ class ThreadWriter:
                     )
                 except (PreconditionFailedError, ObjectNotFoundError):
                     continue  # another writer moved the lease meanwhile: start over
-                self._lease = LeaseState(bumped, etag)
+                self._lease = LeaseState(bumped, etag, self._lease.taken_at)
                 self.epoch = bumped.epoch
                 break
             except BaseException:
@@ -1190,7 +1190,7 @@ class ThreadWriter:
             etag = await write_lease(
                 self.journal.store, self.log.lease_key, record, etag
             )
-        self._lease = LeaseState(record, etag)
+        self._lease = LeaseState(record, etag, started)
         self._valid_until = started + self.ttl * 0.9
 
     def _fence(self, epoch: int | None, detail: str) -> FencedError:

@@ -55,10 +55,18 @@ _lease_decoder = msgspec.json.Decoder(LeaseRecord)
 
 
 class LeaseState(msgspec.Struct):
-    """A held lease: the record last written and its etag."""
+    """A held lease: the record last written, its etag, and when it was taken.
+
+    Attributes:
+        record: The lease as written.
+        etag: Its etag, for the next compare-and-swap.
+        taken_at: ``time.monotonic()`` read just before the expiry was computed: the
+            lease is valid for its TTL from then on, however long acquiring waited.
+    """
 
     record: LeaseRecord
     etag: str
+    taken_at: float = 0.0
 
 
 async def read_lease(store: ObjectStore, key: str) -> tuple[LeaseRecord | None, str]:
@@ -114,6 +122,7 @@ async def acquire_lease(
     delay = 0.01
     while True:
         current, etag = await read_lease(store, key)
+        taken_at = time.monotonic()
         now = clock()
         if (
             current is not None
@@ -136,4 +145,4 @@ async def acquire_lease(
             )
         except (ObjectExistsError, PreconditionFailedError, ObjectNotFoundError):
             continue  # someone else moved the lease: look again
-        return LeaseState(record, new_etag)
+        return LeaseState(record, new_etag, taken_at)

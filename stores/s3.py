@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -190,6 +192,31 @@ def _split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+@functools.cache
+def _known_options() -> frozenset[str]:
+    """The storage options s3fs accepts.
+
+    Its own parameters, fsspec's listing-cache ones, and the aiobotocore session's:
+    s3fs hands leftovers to ``AioSession``, so a misspelled option would otherwise
+    only fail at the first request, looking like a network error.
+    """
+    import aiobotocore.session
+    import fsspec.dircache
+
+    names: set[str] = set()
+    for fn in (
+        s3fs.S3FileSystem.__init__,
+        fsspec.dircache.DirCache.__init__,
+        aiobotocore.session.AioSession.__init__,
+    ):
+        names.update(
+            name
+            for name, param in inspect.signature(fn).parameters.items()
+            if name != "self" and param.kind is not param.VAR_KEYWORD
+        )
+    return frozenset(names)
+
+
 class S3Store(ObjectStore):
     """Objects under ``s3://bucket/prefix``.
 
@@ -229,6 +256,12 @@ class S3Store(ObjectStore):
         self.retry_attempts = retry_attempts
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
+        unknown = sorted(set(storage_options) - _known_options())
+        if unknown:
+            raise ValueError(
+                f"unknown S3 storage option(s) {', '.join(unknown)} for {self.url}; "
+                f"known: {', '.join(sorted(_known_options()))}"
+            )
         options = dict(storage_options)
         for fixed in (
             "asynchronous",

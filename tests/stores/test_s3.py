@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from journal import Journal
 from journal.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -570,3 +571,10 @@ async def test_fsspec_store_reads_but_refuses_writes(
         ]
     finally:
         await store.aclose()
+
+
+def test_a_misspelled_storage_option_is_refused_up_front():
+    with pytest.raises(ValueError, match="endpont_url"):
+        S3Store("bucket", endpont_url="http://127.0.0.1:1")
+    with pytest.raises(ValueError, match="endpont_url"):
+        Journal.open("s3://bucket/prefix", endpont_url="http://127.0.0.1:1")
