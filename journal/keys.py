@@ -31,8 +31,11 @@ __all__ = [
 MAX_ID_LENGTH = 256
 """The longest id (in characters) any ThreadKey component may have."""
 
-MAX_SEGMENT_BYTES = 200
-"""Encoded segments longer than this use the hashed long form."""
+MAX_SEGMENT_BYTES = 150
+"""Encoded segments longer than this use the hashed long form (at most 100 bytes).
+
+Five segments of at most 150 bytes keep a record key under 800 bytes, within S3's
+1,024-byte limit with room for a URL prefix."""
 
 ANONYMOUS_SEGMENT = "~"
 """The path segment of the anonymous user (``user_id=None``)."""
@@ -65,7 +68,7 @@ def encode_segment(value: str) -> str:
         return quoted
     digest = hashlib.sha256(value.encode("utf-8")).hexdigest()
     # Cut at a whole escape so the prefix stays decodable for humans.
-    prefix = quoted[:64]
+    prefix = quoted[:32]
     cut = prefix.rfind("%")
     if cut >= len(prefix) - 2:
         prefix = prefix[:cut]

@@ -40,8 +40,8 @@ HOSTILE = [
     "日本語のスレッド",
     "🦊🦊",
     "line\u2028separator",
-    "x" * 200,  # the longest short form
-    "x" * 201,  # the shortest long form
+    "x" * 150,  # the longest short form
+    "x" * 151,  # the shortest long form
     "a" * 256,
     "/" * 70,  # 210 encoded bytes: long form
     "é" * 256,
@@ -129,7 +129,7 @@ PAIRS = [
     (ThreadKey("a" * 255 + "b", "s"), ThreadKey("a" * 255 + "c", "s")),
     (ThreadKey("/" * 100 + "x", "s"), ThreadKey("/" * 100 + "y", "s")),
     (ThreadKey("a" * 256, "s"), ThreadKey(encode_segment("a" * 256), "s")),
-    (ThreadKey("x" * 201, "s"), ThreadKey("x" * 200, "s")),
+    (ThreadKey("x" * 151, "s"), ThreadKey("x" * 150, "s")),
     (ThreadKey("a", "s", namespace="n/a"), ThreadKey("n", "a/s", namespace="a")),
 ]
 
