@@ -33,6 +33,7 @@ from journal.errors import (
 )
 from journal.store import ObjectStore
 from stores._files import ensure_dirs, fsync_dir, write_temp
+from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
 
 if TYPE_CHECKING:
     import builtins
@@ -72,16 +73,35 @@ class LocalStore(ObjectStore):
     empty segment, a segment starting with ``.`` (reserved for the store's own
     temporary and lock files), a backslash or a NUL raises ``ValueError``.
 
+    Log records (``<20 digits>.rec``, and other names ending in ``.rec``) live in
+    append-only segment files (:mod:`stores.segments`): one ``fdatasync`` per create
+    instead of a file sync plus a directory sync. ``segments=False`` publishes them as
+    files like every other object; either store reads what the other wrote.
+
     Args:
         root: The directory holding the objects (created if missing).
         fsync: Whether to fsync files and directories before acknowledging.
+        segments: Whether records go to segment files (the default).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        segments: bool = True,
+    ) -> None:
         self.root = Path(root).expanduser().absolute()
         self.fsync = fsync
         self.url = f"file://{self.root}"
+        self.segments = segments
         self._dirs: set[str] = set()
+        self._segs = SegmentSet(fsync)
+
+    def _segmented(self, path: str) -> tuple[str, str] | None:
+        """(directory, name) when the object at ``path`` lives in a segment."""
+        directory, name = os.path.split(path)
+        return (directory, name) if segment_of(name) is not None else None
 
     # --- helpers (run in a worker thread) -------------------------------------
 
@@ -110,6 +130,10 @@ class LocalStore(ObjectStore):
     def _publish(self, key: str, data: bytes) -> str:
         path = self._path(key)
         directory = os.path.dirname(path)
+        if self.segments and (where := self._segmented(path)) is not None:
+            with _map_errors(key):
+                self._ensure_dir(directory)
+                return self._segs.create(where[0], where[1], data, key=key)
         with _map_errors(key):
             self._ensure_dir(directory)
             tmp = self._write_temp(directory, data)
@@ -122,6 +146,10 @@ class LocalStore(ObjectStore):
 
     def _swap(self, key: str, data: bytes, if_match: str | None) -> str:
         path = self._path(key)
+        if self.segments and (where := self._segmented(path)) is not None:
+            with _map_errors(key):
+                self._ensure_dir(where[0])
+                return self._segs.replace(where[0], where[1], data, if_match, key=key)
         directory, name = os.path.split(path)
         with _map_errors(key):
             self._ensure_dir(directory)
@@ -148,18 +176,34 @@ class LocalStore(ObjectStore):
         return _etag(data)
 
     def _read(self, key: str) -> tuple[bytes, str]:
-        with _map_errors(key), open(self._path(key), "rb") as fh:
-            data = fh.read()
+        data = self._read_many([key])[0]
+        if data is None:
+            raise ObjectNotFoundError(key)
         return data, _etag(data)
 
     def _read_many(self, keys: Sequence[str]) -> builtins.list[bytes | None]:
-        out: list[bytes | None] = []
-        for key in keys:
+        out: list[bytes | None] = [None] * len(keys)
+        paths = [self._path(key) for key in keys]
+        # Segment objects first, grouped by directory (each segment opened once);
+        # whatever is not there may be a plain file (written with segments=False).
+        by_dir: dict[str, builtins.list[int]] = {}
+        for i, path in enumerate(paths):
+            if self._segmented(path) is not None:
+                by_dir.setdefault(os.path.dirname(path), []).append(i)
+        for directory, positions in by_dir.items():
+            names = [os.path.basename(paths[i]) for i in positions]
+            with _map_errors(keys[positions[0]]):
+                found = self._segs.read_many(directory, names)
+            for i, data in zip(positions, found, strict=True):
+                out[i] = data
+        for i, (key, path) in enumerate(zip(keys, paths, strict=True)):
+            if out[i] is not None:
+                continue
             try:
-                with _map_errors(key), open(self._path(key), "rb") as fh:
-                    out.append(fh.read())
+                with _map_errors(key), open(path, "rb") as fh:
+                    out[i] = fh.read()
             except ObjectNotFoundError:
-                out.append(None)
+                pass
         return out
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
@@ -181,6 +225,13 @@ class LocalStore(ObjectStore):
                     rel = os.path.relpath(dirpath, directory)
                     sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
                     for name in filenames:
+                        if is_segment(name):
+                            out.extend(
+                                self._segment_keys(
+                                    dirpath, sub, name, start_after, hidden
+                                )
+                            )
+                            continue
                         if name.startswith(".") != hidden:
                             continue
                         if hidden and not name.startswith(_TMP_PREFIX):
@@ -193,13 +244,36 @@ class LocalStore(ObjectStore):
         out.sort()
         return out
 
+    def _segment_keys(
+        self,
+        dirpath: str,
+        sub: str,
+        segment: str,
+        start_after: str | None,
+        hidden: bool,
+    ) -> builtins.list[str]:
+        if hidden:
+            torn = self._segs.torn_tail(dirpath, segment)
+            return [f"{sub}{segment} (torn tail: {torn} bytes)"] if torn else []
+        if start_after is not None and start_after.startswith(sub):
+            # Segments hold contiguous ranges of versions: skip the older ones.
+            first = first_segment_after(start_after[len(sub) :])
+            if first is not None and segment < first and segment[5:].isdigit():
+                return []
+        return [
+            sub + name
+            for name in self._segs.names(dirpath, segment)
+            if start_after is None or sub + name > start_after
+        ]
+
     @staticmethod
     def _holds_objects(directory: str) -> bool:
         # Directories outlive their last object (delete leaves them in place, so a
         # racing create never loses its directory). As on an object store, only a
         # directory that still holds an object is a child.
         for _, dirnames, filenames in os.walk(directory):
-            if any(not name.startswith(".") for name in filenames):
+            # An emptied segment is unlinked, so an existing one holds objects.
+            if any(not name.startswith(".") or is_segment(name) for name in filenames):
                 return True
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         return False
@@ -224,6 +298,11 @@ class LocalStore(ObjectStore):
 
     def _delete(self, key: str) -> bool:
         path = self._path(key)
+        where = self._segmented(path)
+        if where is not None:
+            with _map_errors(key):
+                if self._segs.delete(where[0], where[1]):
+                    return True
         with _map_errors(key):
             try:
                 os.unlink(path)

@@ -1,0 +1,405 @@
+"""Append-only segment files: the local store's one-sync home for log records.
+
+Publishing each record as its own file costs two syncs (the file, then its
+directory). A segment file costs one: a record is appended to an open file under an
+exclusive ``flock`` and ``fdatasync``-ed before the append is acknowledged. The
+object-store contract is unchanged: ``create`` is still exclusive (the name is
+checked against the segment's index under the lock), and no reader ever sees a
+partial object (a frame is visible only once complete and checksummed).
+
+Which names live in segments: ``<20 digits>.rec`` (a journal record), in segment
+``.seg-<version // RECORDS_PER_SEGMENT>`` of its directory, so that reading the tail
+of a long log scans only the newest segment. Other names ending in ``.rec`` share
+``.seg-other``. Everything else stays a file.
+
+A frame::
+
+    0      4  magic "AJF1"
+    4      1  kind: 1 = put, 2 = tombstone (delete)
+    5      2  name length N
+    7      4  data length L
+    11     N  name (UTF-8)
+    11+N   4  CRC-32 of bytes [0, 11+N)           (the header)
+    15+N   L  data
+    15+N+L 4  CRC-32 of the data
+
+Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
+at the end of a segment, never acknowledged. Readers stop at it; the next writer
+truncates it under the lock before appending. A frame is *torn* when the file ends
+inside it or its header checksum fails with nothing valid after it. A complete frame
+whose data checksum fails is *corrupt*: it is kept and its bytes are returned, so the
+journal's own record checksum reports it (naming the version) and nothing is
+truncated. An invalid region followed by valid frames is corruption too: readers
+skip to the next valid frame and never truncate it. The one residual ambiguity: bit
+rot in the header of the very last frame looks torn and is truncated.
+
+A segment whose every object was deleted is unlinked (retention and erasure free
+space segment by segment); other deletions append a tombstone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import struct
+import threading
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from journal.errors import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+__all__ = [
+    "RECORDS_PER_SEGMENT",
+    "SEGMENT_PREFIX",
+    "SegmentSet",
+    "segment_of",
+]
+
+RECORDS_PER_SEGMENT = 1024
+SEGMENT_PREFIX = ".seg-"
+_MAGIC = b"AJF1"
+_HEAD = struct.Struct(">4sBHI")
+_CRC = struct.Struct(">I")
+_PUT, _TOMBSTONE = 1, 2
+_RECORD = re.compile(r"^(\d{20})\.rec$")
+_SEGMENT = re.compile(r"^\.seg-(\d{20}|other)$")
+
+
+def segment_of(name: str) -> str | None:
+    """The segment file holding the object ``name``, or None for a plain file."""
+    match = _RECORD.match(name)
+    if match is not None:
+        return f"{SEGMENT_PREFIX}{int(match.group(1)) // RECORDS_PER_SEGMENT:020d}"
+    if name.endswith(".rec"):
+        return f"{SEGMENT_PREFIX}other"
+    return None
+
+
+def is_segment(name: str) -> bool:
+    """Whether a file name is a segment file."""
+    return _SEGMENT.match(name) is not None
+
+
+def first_segment_after(name: str) -> str | None:
+    """The lowest segment that can hold names greater than ``name`` (for listing)."""
+    match = _RECORD.match(name)
+    if match is None:
+        return None
+    return f"{SEGMENT_PREFIX}{int(match.group(1)) // RECORDS_PER_SEGMENT:020d}"
+
+
+def _etag(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def frame(kind: int, name: str, data: bytes) -> bytes:
+    """Encode one frame."""
+    raw = name.encode("utf-8")
+    head = _HEAD.pack(_MAGIC, kind, len(raw), len(data)) + raw
+    return b"".join(
+        (head, _CRC.pack(zlib.crc32(head)), data, _CRC.pack(zlib.crc32(data)))
+    )
+
+
+@dataclass(slots=True)
+class _Index:
+    """What a scan of one segment file found."""
+
+    ino: int = -1
+    end: int = 0  # just past the last valid frame
+    live: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> data
+    torn: int = 0  # bytes after ``end`` that belong to no valid frame
+
+
+class _Segment:
+    """One segment file: its index, refreshed by scanning what was appended."""
+
+    def __init__(self, path: str, fsync: bool) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.index = _Index()
+        self.lock = threading.Lock()  # flock does not exclude threads of a process
+
+    def _scan(self, fd: int, size: int) -> None:
+        index = self.index
+        if size <= index.end:
+            index.torn = 0
+            return
+        buf = os.pread(fd, size - index.end, index.end)
+        pos, base = 0, index.end
+        valid_end = 0
+        while pos < len(buf):
+            parsed = _parse(buf, pos)
+            if parsed is None:
+                # Skip to the next valid frame if there is one: what lies between is
+                # corruption, not a torn tail.
+                nxt = _resync(buf, pos + 1)
+                if nxt is None:
+                    break
+                pos = nxt
+                continue
+            kind, name, data_at, length, pos = parsed
+            if kind == _PUT:
+                index.live[name] = (base + data_at, length)
+            else:
+                index.live.pop(name, None)
+            valid_end = pos
+        index.end = base + valid_end
+        index.torn = size - index.end
+
+    def refresh(self, fd: int) -> None:
+        """Bring the index up to date with the file open as ``fd``."""
+        st = os.fstat(fd)
+        if st.st_ino != self.index.ino:
+            self.index = _Index(ino=st.st_ino)
+        self._scan(fd, st.st_size)
+
+    @contextlib.contextmanager
+    def locked(self, create: bool) -> Iterator[int | None]:
+        """Open and flock the segment file; yields None if it does not exist."""
+        with self.lock:
+            while True:
+                flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+                try:
+                    fd = os.open(self.path, flags, 0o644)
+                except FileNotFoundError:
+                    yield None
+                    return
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    # The file may have been unlinked (emptied) while we waited.
+                    try:
+                        same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                    except FileNotFoundError:
+                        same = False
+                    if not same:
+                        continue
+                    self.refresh(fd)
+                    yield fd
+                    return
+                finally:
+                    os.close(fd)
+
+    def append(self, fd: int, kind: int, name: str, data: bytes) -> None:
+        """Append one frame (the caller holds the lock) and make it durable."""
+        index = self.index
+        if index.torn:
+            # An unacknowledged, incomplete frame left by a crashed writer.
+            os.ftruncate(fd, index.end)
+            index.torn = 0
+        payload = frame(kind, name, data)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        if self.fsync:
+            os.fdatasync(fd)
+        start = index.end
+        index.end += len(payload)
+        if kind == _PUT:
+            index.live[name] = (start + len(payload) - 4 - len(data), len(data))
+        else:
+            index.live.pop(name, None)
+
+    def read(self, name: str) -> bytes | None:
+        """The object's bytes, or None."""
+        with self.lock:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            try:
+                self.refresh(fd)
+                found = self.index.live.get(name)
+                if found is None:
+                    return None
+                return os.pread(fd, found[1], found[0])
+            finally:
+                os.close(fd)
+
+    def names(self) -> list[str]:
+        """The live names (refreshed)."""
+        with self.lock:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return []
+            try:
+                self.refresh(fd)
+                return list(self.index.live)
+            finally:
+                os.close(fd)
+
+
+def _parse(buf: bytes, pos: int) -> tuple[int, str, int, int, int] | None:
+    """Parse the frame at ``pos``: (kind, name, data offset, data length, end)."""
+    if len(buf) - pos < _HEAD.size:
+        return None
+    magic, kind, name_len, data_len = _HEAD.unpack_from(buf, pos)
+    if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE):
+        return None
+    head_end = pos + _HEAD.size + name_len
+    if len(buf) < head_end + 4:
+        return None
+    (head_crc,) = _CRC.unpack_from(buf, head_end)
+    if zlib.crc32(memoryview(buf)[pos:head_end]) != head_crc:
+        return None
+    data_at = head_end + 4
+    end = data_at + data_len + 4
+    if len(buf) < end:
+        return None
+    try:
+        name = buf[pos + _HEAD.size : head_end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # A data checksum failure is corruption, not a tear: the frame stays, and its
+    # bytes are served so that the record's own checksum names the damage.
+    return kind, name, data_at, data_len, end
+
+
+def _resync(buf: bytes, pos: int) -> int | None:
+    while True:
+        pos = buf.find(_MAGIC, pos)
+        if pos < 0:
+            return None
+        if _parse(buf, pos) is not None:
+            return pos
+        pos += 1
+
+
+class SegmentSet:
+    """The segments of one store, by path; thread-safe."""
+
+    def __init__(self, fsync: bool) -> None:
+        self.fsync = fsync
+        self._segments: dict[str, _Segment] = {}
+        self._lock = threading.Lock()
+
+    def segment(self, path: str) -> _Segment:
+        """The segment object for a segment file path."""
+        with self._lock:
+            found = self._segments.get(path)
+            if found is None:
+                found = self._segments[path] = _Segment(path, self.fsync)
+            return found
+
+    def create(self, directory: str, name: str, data: bytes, *, key: str) -> str:
+        """Exclusive create of ``name`` in its segment of ``directory``."""
+        seg_name = segment_of(name)
+        assert seg_name is not None  # noqa: S101 - callers route only segment names
+        path = os.path.join(directory, seg_name)
+        segment = self.segment(path)
+        with segment.locked(create=True) as fd:
+            assert fd is not None  # noqa: S101 - created above
+            # A plain file of the same name (a log written file per record) counts.
+            if name in segment.index.live or os.path.exists(
+                os.path.join(directory, name)
+            ):
+                raise ObjectExistsError(key)
+            # An empty segment may be one we just created: its name needs syncing.
+            new_file = segment.index.end == 0 and segment.index.torn == 0
+            segment.append(fd, _PUT, name, data)
+        if new_file and self.fsync:
+            # A new segment's directory entry must be durable before we acknowledge.
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return _etag(data)
+
+    def replace(
+        self, directory: str, name: str, data: bytes, if_match: str | None, *, key: str
+    ) -> str:
+        """Compare-and-swap (append a newer frame for ``name``)."""
+        seg_name = segment_of(name)
+        assert seg_name is not None  # noqa: S101
+        path = os.path.join(directory, seg_name)
+        segment = self.segment(path)
+        with segment.locked(create=if_match is None) as fd:
+            if if_match is not None:
+                found = None if fd is None else segment.index.live.get(name)
+                if fd is None or found is None:
+                    raise ObjectNotFoundError(key)
+                current = os.pread(fd, found[1], found[0])
+                if _etag(current) != if_match:
+                    raise PreconditionFailedError(key)
+            assert fd is not None  # noqa: S101
+            segment.append(fd, _PUT, name, data)
+        return _etag(data)
+
+    def read(self, directory: str, name: str) -> bytes | None:
+        """The bytes of ``name``, or None."""
+        seg_name = segment_of(name)
+        if seg_name is None:
+            return None
+        return self.segment(os.path.join(directory, seg_name)).read(name)
+
+    def read_many(self, directory: str, names: Sequence[str]) -> list[bytes | None]:
+        """Several objects of one directory; each segment is opened once."""
+        out: list[bytes | None] = [None] * len(names)
+        by_segment: dict[str, list[int]] = {}
+        for i, name in enumerate(names):
+            seg_name = segment_of(name)
+            if seg_name is not None:
+                by_segment.setdefault(seg_name, []).append(i)
+        for seg_name, positions in by_segment.items():
+            segment = self.segment(os.path.join(directory, seg_name))
+            with segment.lock:
+                try:
+                    fd = os.open(segment.path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    segment.refresh(fd)
+                    live = segment.index.live
+                    for i in positions:
+                        found = live.get(names[i])
+                        if found is not None:
+                            out[i] = os.pread(fd, found[1], found[0])
+                finally:
+                    os.close(fd)
+        return out
+
+    def delete(self, directory: str, name: str) -> bool:
+        """Delete ``name``; unlink its segment once nothing in it is live."""
+        seg_name = segment_of(name)
+        if seg_name is None:
+            return False
+        path = os.path.join(directory, seg_name)
+        segment = self.segment(path)
+        with segment.locked(create=False) as fd:
+            if fd is None or name not in segment.index.live:
+                return False
+            if len(segment.index.live) == 1:
+                os.unlink(path)
+                segment.index = _Index()
+            else:
+                segment.append(fd, _TOMBSTONE, name, b"")
+        if self.fsync:
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return True
+
+    def names(self, directory: str, segment_file: str) -> list[str]:
+        """The live names of one segment file of ``directory``."""
+        return self.segment(os.path.join(directory, segment_file)).names()
+
+    def torn_tail(self, directory: str, segment_file: str) -> int:
+        """Bytes of an interrupted append at the end of a segment (0 if none)."""
+        segment = self.segment(os.path.join(directory, segment_file))
+        segment.names()
+        return segment.index.torn
