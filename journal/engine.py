@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -586,8 +587,11 @@ class Journal:
             raise ValueError(f"checkpoint file says version {body.version}")
         state = decode_state(body.state)
         chunks = await log.read_blobs(body.chunks) if body.chunks else {}
-        for digest in body.chunks:
-            state.context.extend(decode_chunk(chunks[digest]))
+        # Decoding allocates one object per message and block, and nothing of it can
+        # form a cycle: the cyclic GC would only rescan the growing context.
+        with _gc_paused():
+            for digest in body.chunks:
+                state.context.extend(decode_chunk(chunks[digest]))
         if len(state.context) != body.message_count:
             raise ValueError(
                 f"checkpoint holds {len(state.context)} messages, "
@@ -1576,6 +1580,18 @@ async def _store_checkpoint(
     await journal.store.replace(
         log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
     )
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (if it was on) for a bulk decode."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:
