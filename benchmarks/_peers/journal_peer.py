@@ -1,0 +1,145 @@
+"""agent-journal: one ``ThreadWriter.append`` per turn through a held writer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from _peers.base import Adapter, du
+from journal import (
+    Journal,
+    MessageAppended,
+    Msg,
+    PlanModeEntered,
+    PlanModeExited,
+    SummarySet,
+    TextBlock,
+    ThreadKey,
+    TodosWritten,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+if TYPE_CHECKING:
+    from _peers.workload import Turn
+    from journal import ThreadWriter
+
+KEY = ThreadKey("bench", "peers", "bench")
+PRELOAD = ("stores.registry", "stores.local")  # imported by Journal.open on first use
+
+
+def messages(t: Turn) -> list[Msg]:
+    return [
+        Msg("user", t.user),
+        Msg(
+            "assistant",
+            [TextBlock(t.preamble), ToolUseBlock(t.call_id, t.tool, t.args)],
+        ),
+        Msg("tool", [ToolResultBlock(t.call_id, t.result)]),
+        Msg("assistant", t.answer),
+    ]
+
+
+def events(t: Turn) -> list[Any]:
+    out: list[Any] = [MessageAppended(m) for m in messages(t)]
+    if t.todos is not None:
+        out.append(TodosWritten(t.todos, t.todos_revision))
+    if t.plan_mode is True:
+        out.append(PlanModeEntered(t.plan_file))
+    elif t.plan_mode is False:
+        out.append(PlanModeExited())
+    if t.summary is not None:
+        out.append(SummarySet(t.summary))
+    return out
+
+
+def payload_bytes(t: Turn) -> int:
+    """The messages' own bytes (msgpack of each ``Msg``, as bench_commit counts)."""
+    return sum(len(msgspec.msgpack.encode(m)) for m in messages(t))
+
+
+class JournalPeer(Adapter):
+    system = "agent-journal"
+    module = "journal_peer"
+
+    def __init__(self, root: Path | None, *, fsync: bool = True) -> None:
+        if root is None:  # a process-wide MemoryStore
+            variant = "memory://"
+            durability = "in memory: nothing survives the process"
+        elif fsync:
+            variant = "local disk, fsync=True"
+            durability = (
+                "fsync=True (default): each record is written to a temp file, "
+                "fsynced, linked into place, and its directory fsynced before "
+                "append returns"
+            )
+        else:
+            variant = "local disk, fsync=False"
+            durability = (
+                "fsync=False: the same writes without any fsync (survives a "
+                "process crash, not a power loss)"
+            )
+        super().__init__(variant, durability)
+        self.root = root
+        self.fsync = fsync
+        self.persistent = root is not None
+        self.durable = (
+            "memory" if root is None else "durable" if fsync else "not durable"
+        )
+        self.url = str(root) if root is not None else f"memory://peers-{id(self)}"
+        self.writer: ThreadWriter | None = None
+
+    def _open_journal(self) -> Journal:
+        if self.root is None:
+            return Journal.open(self.url)
+        return Journal.open(self.url, fsync=self.fsync)
+
+    async def open(self) -> None:
+        self.journal = self._open_journal()
+        self.writer = await self.journal.acquire(KEY, holder="bench")
+
+    async def put_turn(self, turn: Turn) -> None:
+        assert self.writer is not None
+        await self.writer.append(events(turn))
+        self.turns += 1
+
+    async def load(self) -> int:
+        fresh = self._open_journal()
+        try:
+            state = await fresh.load(KEY)
+        finally:
+            await fresh.aclose()
+        return len(state.context)
+
+    def footprint(self) -> tuple[int, int] | None:
+        return du(self.root) if self.root is not None else None
+
+    def loader_spec(self) -> dict[str, Any]:
+        return {"root": str(self.root)}
+
+    async def settle(self) -> None:
+        # A checkpoint (every 100 records) is written by a background task after
+        # the append that made it due returns; wait for it so that its cost is
+        # counted here, not in whichever system runs next.
+        task = getattr(self.writer, "_checkpointer", None)
+        if task is not None and not task.done():
+            await task
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            await self.writer.close()
+            self.writer = None
+        await self.journal.aclose()
+
+
+async def child_load(spec: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    journal = Journal.open(Path(spec["root"]))
+    t1 = time.perf_counter()
+    state = await journal.load(KEY)
+    t2 = time.perf_counter()
+    await journal.aclose()
+    return {"open_s": t1 - t0, "load_s": t2 - t1, "items": len(state.context)}

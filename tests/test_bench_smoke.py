@@ -1,0 +1,93 @@
+"""Smoke test of benchmarks/bench_peers.py: its agent-journal rows at a tiny size.
+
+The peers (LangGraph, ADK, ...) are installed only by the ``[bench]`` extra, so this
+drives the harness with the agent-journal adapter alone: fill, timed blocks, a
+fresh-process load, bytes on disk, and the rendered report. No timing assertions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def bench_peers(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("bench_peers")
+
+
+async def test_journal_rows_are_well_formed(bench_peers: Any, tmp_path: Path) -> None:
+    plan = bench_peers.Plan(
+        lengths=[3, 10],
+        samples=4,
+        block=2,
+        load_lengths=[10],
+        load_reps=1,
+        bytes_at=10,
+        s3_lengths=[],
+    )
+    rows, left_out = await bench_peers.run_benchmark(
+        ["aj-fsync", "aj-memory"], plan, tmp_path
+    )
+    assert left_out == []
+    row = rows["aj-fsync"]
+    assert row.name == "agent-journal: local disk, fsync=True"
+    assert row.durable == "durable"
+    assert row.persistent
+    assert sorted(row.latencies) == [3, 10]
+    for samples in row.latencies.values():
+        assert len(samples) == 4
+        assert all(s > 0 for s in samples)
+    assert row.median(3) > 0
+    assert row.mean(10) > 0
+    assert row.p99(10) >= row.median(10)
+
+    # One fresh-process load at 10 turns: the child checked out 40 messages.
+    [load] = row.loads[10]
+    assert load["items"] == 40
+    assert load["open_s"] >= 0
+    assert load["load_s"] > 0
+    assert row.load(10) == pytest.approx(load["open_s"] + load["load_s"])
+
+    size, allocated = row.footprint
+    assert size > row.payload > 0
+    assert allocated > 0
+
+    memory = rows["aj-memory"]
+    assert not memory.persistent
+    assert memory.footprint is None
+    assert memory.loads[10][0]["items"] == 40
+
+    results = bench_peers.Results(
+        rows=rows,
+        plan=plan,
+        left_out=[("lg-sqlite", "not installed")],
+        postgres={},
+        s3=None,
+        s3_note="skipped in the smoke test.",
+        started=time.time(),
+        elapsed=1.0,
+        loadavg=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+        command="python benchmarks/bench_peers.py --only aj",
+        workdir_fs="tmpfs",
+    )
+    text = bench_peers.render(results)
+    persist = [
+        line
+        for line in text.splitlines()
+        if line.startswith("| agent-journal: local disk, fsync=True | fsync |")
+    ]
+    # persist table, load table, bytes table: each a row of the right width.
+    assert len(persist) == 3
+    assert persist[0].count("|") == 2 + 1 + 2 * len(plan.lengths)
+    assert persist[1].count("|") == 2 + 1 + 2 * len(plan.load_lengths)
+    assert persist[2].count("|") == 7
+    assert "## Where agent-journal loses" in text
+    assert "`lg-sqlite`: not installed" in text
