@@ -315,9 +315,9 @@ class Journal:
                     loaded.head,
                     loaded.head_hash,
                     encode_state(state.without_context()),
-                    ChunkEncoder().chunk(state.context),
-                    len(state.context),
+                    state.context,
                 ),
+                ChunkEncoder(),
                 loaded.chunks,
             )
         return loaded.head
@@ -970,8 +970,7 @@ class _Snapshot:
     version: int
     record_hash: bytes
     state: bytes
-    chunks: list[tuple[str, list[ev.Msg]]]
-    message_count: int
+    messages: list[ev.Msg]  # a private shallow copy: the writer's context moves on
 
 
 class _WriterContext:
@@ -1048,7 +1047,8 @@ class ThreadWriter:
         self._checkpointer: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
         self._chunks: set[str] = set()
-        self._chunker = ChunkEncoder()
+        self._chunker = ChunkEncoder()  # state updates, on the event loop
+        self._checkpoint_chunker = ChunkEncoder()  # checkpoints, in a worker thread
         self._batches: dict[str, codec.Record] = {}
         self._uncertain: dict[int, tuple[str, bytes]] = {}
         self._lock = asyncio.Lock()
@@ -1439,20 +1439,23 @@ class ThreadWriter:
         self._checkpointer.add_done_callback(_log_task_failure)
 
     def _snapshot(self) -> _Snapshot:
+        # Only cheap work here, on the commit path: the chunking happens later, in
+        # a worker thread, on a copy of the context's list.
         state = self.state
         return _Snapshot(
             self.version,
             self._head_hash,
             encode_state(state.without_context()),
-            self._chunker.chunk(state.context),
-            len(state.context),
+            list(state.context),
         )
 
     async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
         await _put_chunks(self.log, chunks, self._chunks)
 
     async def _write_checkpoint(self, snap: _Snapshot) -> None:
-        await _store_checkpoint(self.journal, self.log, snap, self._chunks)
+        await _store_checkpoint(
+            self.journal, self.log, snap, self._checkpoint_chunker, self._chunks
+        )
 
     async def checkpoint(self) -> int:
         """Write a checkpoint at the current version now; return that version."""
@@ -1559,19 +1562,37 @@ async def _put_chunks(
             written.add(digest)
 
 
+def _plan_chunks(
+    chunker: ChunkEncoder, messages: list[ev.Msg], written: set[str]
+) -> tuple[list[str], list[tuple[str, bytes]]]:
+    """Chunk ``messages``: all digests, and the bytes of those not yet written."""
+    chunks = chunker.chunk(messages)
+    fresh = [(d, pack_chunk(m)[1]) for d, m in chunks if d not in written]
+    return [d for d, _ in chunks], fresh
+
+
 async def _store_checkpoint(
-    journal: Journal, log: ThreadLog, snap: _Snapshot, written: set[str]
+    journal: Journal,
+    log: ThreadLog,
+    snap: _Snapshot,
+    chunker: ChunkEncoder,
+    written: set[str],
 ) -> None:
     """Write a checkpoint's new chunks, the checkpoint, then the hint."""
-    await _put_chunks(log, snap.chunks, written)
+    digests, fresh = await asyncio.to_thread(
+        _plan_chunks, chunker, snap.messages, written
+    )
+    for digest, data in fresh:
+        await log.put_blob(digest, data)
+        written.add(digest)
     body = codec.CheckpointBody(
         codec.FORMAT_VERSION,
         snap.version,
         snap.record_hash,
         journal.clock(),
         snap.state,
-        [d for d, _ in snap.chunks],
-        snap.message_count,
+        digests,
+        len(snap.messages),
     )
     with contextlib.suppress(ObjectExistsError):
         await journal.store.create(
