@@ -29,6 +29,7 @@ from journal import (
 )
 from journal.cli import ROOT_ENV, STORAGE_OPTIONS_ENV, main, parse_storage_options
 from projections.agent_state import AgentState
+from tests.stores._segment_child import flip_record_byte
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,8 +42,8 @@ THREAD = ["--agent", "bot", "--session", "s1", "--user", "alice"]
 # --- helpers (also used by the other CLI test modules) -----------------------------
 
 
-async def _write_threads(root: Path) -> None:
-    journal = Journal.open(root, fsync=False)
+async def _write_threads(root: Path, segments: bool) -> None:
+    journal = Journal.open(root, fsync=False, segments=segments)
     async with journal.writer(KEY, holder="test-a") as w:  # v1: the fence
         await w.append(
             [RunStarted("r1"), MessageAppended(Msg("user", "weather?"))], run_id="r1"
@@ -82,20 +83,18 @@ async def _write_threads(root: Path) -> None:
     await journal.aclose()
 
 
-def build_root(root: Path) -> Path:
-    """Two threads under ``root``: KEY (7 records, run r2 unfinished) and OTHER (2)."""
-    asyncio.run(_write_threads(root))
+def build_root(root: Path, *, segments: bool = True) -> Path:
+    """Two threads under ``root``: KEY (7 records, run r2 unfinished) and OTHER (2).
+
+    Records go to segment files, or with ``segments=False`` to a file each.
+    """
+    asyncio.run(_write_threads(root, segments))
     return root
 
 
-def record_file(root: Path, version: int, key: ThreadKey = KEY) -> Path:
-    return root / key.prefix / "log" / f"{version:020d}.rec"
-
-
-def flip_byte(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
+def flip_record(root: Path, version: int, key: ThreadKey = KEY) -> None:
+    """Flip the middle byte of a record on disk, whichever layout holds it."""
+    flip_record_byte(root / key.prefix / "log", version)
 
 
 async def _read(root: Path, key: ThreadKey):
@@ -461,8 +460,10 @@ def test_verify_every_thread(root, capsys):
     assert {t["records"] for t in doc["threads"]} == {7, 2}
 
 
-def test_verify_finds_a_flipped_byte(root, capsys):
-    flip_byte(record_file(root, 4))
+@pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
+def test_verify_finds_a_flipped_byte(tmp_path, capsys, segments):
+    root = build_root(tmp_path / "journal", segments=segments)
+    flip_record(root, 4)
     code, out, _ = run(capsys, "--root", str(root), "verify", *THREAD)
     assert code == 1
     assert out.startswith("FAIL")

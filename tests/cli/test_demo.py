@@ -26,7 +26,7 @@ from journal import (
 from journal.cli import ROOT_ENV, main
 from journal.demo import DEMO_AGENT, DEMO_NAMESPACE, DEMO_USER, DEMO_USERS, STEPS
 from projections import RunLedger, fold
-from tests.cli.test_commands import build_root, flip_byte, read_thread, record_file, run
+from tests.cli.test_commands import build_root, flip_record, read_thread, run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -274,7 +274,7 @@ def test_python_dash_m_journal(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["count"] == 2
 
-    flip_byte(record_file(root, 2))
+    flip_record(root, 2)
     done = _agent_journal("--root", str(root), "verify")
     assert done.returncode == 1
     assert "FAIL" in done.stdout

@@ -15,8 +15,11 @@ flushed at once, so the parent can tell what was acknowledged before it killed u
 * ``crash ROUND CHECKPOINT_EVERY``: print ``START``, take over the lease as holder
   ``crasher`` and append forever, printing ``READY`` and ``ACK version batch``; the
   parent kills us.
-* ``fault POINT``: append 3 records, then stop (sleep) at a fault point inside the
-  next write, after printing ``PAUSED POINT``; the parent kills us there.
+* ``fault POINT LAYOUT``: append 3 records, then stop (sleep) at a fault point
+  inside the next write, after printing ``PAUSED POINT``; the parent kills us there.
+  LAYOUT is ``files`` (records published file by file: the ``record-*-link`` and
+  ``record-after-unlink`` points) or ``segments`` (records appended to segment
+  files: the ``record-mid-write`` and ``record-*-fdatasync`` points).
 """
 
 from __future__ import annotations
@@ -103,8 +106,28 @@ def _pause() -> None:
     time.sleep(600)
 
 
+def _is_log_segment(fd: int) -> bool:
+    target = os.readlink(f"/proc/self/fd/{fd}")
+    return "/log/.seg-" in target
+
+
 def _install_fault_points() -> None:
     real_link, real_rename, real_unlink = os.link, os.rename, os.unlink
+    real_write, real_fdatasync = os.write, os.fdatasync
+
+    def write(fd, data):
+        # A segment append writes its whole frame, magic first, in one call.
+        if _armed and _point == "record-mid-write" and bytes(data[:4]) == b"AJF1":
+            real_write(fd, bytes(data[: len(data) // 2]))
+            _pause()
+        return real_write(fd, data)
+
+    def fdatasync(fd):
+        if _armed and _point == "record-before-fdatasync" and _is_log_segment(fd):
+            _pause()
+        real_fdatasync(fd)
+        if _armed and _point == "record-after-fdatasync" and _is_log_segment(fd):
+            _pause()
 
     def link(src, dst, *args, **kwargs):
         target = os.fspath(dst)
@@ -134,6 +157,7 @@ def _install_fault_points() -> None:
         real_rename(src, dst, *args, **kwargs)
 
     os.link, os.rename, os.unlink = link, rename, unlink
+    os.write, os.fdatasync = write, fdatasync
 
 
 async def fault(j: Journal, key: ThreadKey, point: str) -> None:
@@ -158,7 +182,8 @@ async def main(argv: list[str]) -> int:
     mode, root, key_json, *args = argv
     key = ThreadKey(**json.loads(key_json))
     checkpoint_every = int(args[1]) if mode == "crash" else 100
-    j = Journal.open(root, checkpoint_every=checkpoint_every)
+    options = {"segments": args[1] == "segments"} if mode == "fault" else {}
+    j = Journal.open(root, checkpoint_every=checkpoint_every, **options)
     if mode == "append":
         await append(j, key, int(args[0]))
     elif mode == "load":

@@ -1,10 +1,20 @@
-"""Damaged logs, checkpoints and hints: detected, named, never silently wrong."""
+"""Damaged logs, checkpoints and hints: detected, named, never silently wrong.
+
+Each test runs on four bindings: the memory store and the local store in segment
+mode, damaged through the store's own ``replace`` (a segment appends a newer frame);
+the local store in segment mode damaged on disk (bytes changed inside the record's
+frame, whose data checksum then fails, or the frame rewritten whole when the record's
+length changes); and the local store publishing a file per record, damaged on disk.
+"""
 
 from __future__ import annotations
 
 import struct
 import uuid
 import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -14,13 +24,30 @@ from journal import codec as jcodec
 from journal.log import ThreadLog, version_of
 from projections import AgentStateProjection, fold
 from stores.testing.journal_contract import RecordingStore
+from tests.stores._segment_child import PUT, encode_frame, record_frame
 
 
-@pytest.fixture(params=["memory", "local"])
-def url(request, tmp_path):
-    if request.param == "memory":
-        return f"memory://corruption-{uuid.uuid4().hex}"
-    return str(tmp_path / "journal")
+@dataclass(frozen=True)
+class Where:
+    """A journal's URL, its storage options, and how damage is done to it."""
+
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    disk: bool = False  # change bytes on disk rather than through the store
+
+    def open(self, **kwargs: Any) -> Journal:
+        return Journal.open(self.url, **kwargs, **self.options)
+
+
+@pytest.fixture(params=["memory", "local", "local-disk", "local-files"])
+def where(request, tmp_path) -> Where:
+    root = str(tmp_path / "journal")
+    return {
+        "memory": lambda: Where(f"memory://corruption-{uuid.uuid4().hex}"),
+        "local": lambda: Where(root),
+        "local-disk": lambda: Where(root, disk=True),
+        "local-files": lambda: Where(root, {"segments": False}, disk=True),
+    }[request.param]()
 
 
 def new_key(**ids) -> ThreadKey:
@@ -32,10 +59,10 @@ def say(text: str) -> MessageAppended:
 
 
 async def build(
-    url: str, key: ThreadKey, count: int = 6, checkpoints=(), prefix: str = "msg"
+    where: Where, key: ThreadKey, count: int = 6, checkpoints=(), prefix: str = "msg"
 ):
     """A thread of ``count`` records (the fence + messages); checkpoints as asked."""
-    j = Journal.open(url, checkpoint_every=0)
+    j = where.open(checkpoint_every=0)
     async with j.writer(key, holder="builder") as w:
         while w.version < count:
             await w.append([say(f"{prefix}-{w.version + 1}")])
@@ -44,8 +71,8 @@ async def build(
     return j
 
 
-def fresh(url: str) -> Journal:
-    return Journal.open(url, checkpoint_every=0)
+def fresh(where: Where) -> Journal:
+    return where.open(checkpoint_every=0)
 
 
 async def all_records(j: Journal, key: ThreadKey):
@@ -57,9 +84,38 @@ def replayed(key: ThreadKey, records) -> bytes:
     return msgspec.msgpack.encode(fold(projection, projection.initial(key), records))
 
 
-async def rewrite(j: Journal, store_key: str, change) -> None:
+async def overwrite(where: Where, j: Journal, store_key: str, data: bytes) -> None:
+    """Put other bytes under an existing key, through the store or on disk."""
+    if not where.disk:
+        await j.store.replace(store_key, data, if_match=None)
+        return
+    path = Path(where.url, store_key)
+    if path.exists():  # a plain file (checkpoints, blobs, records as files)
+        path.write_bytes(data)  # in place: same file, new bytes
+        return
+    version = version_of(store_key)
+    assert version is not None, store_key
+    segment, frame = record_frame(path.parent, version)
+    old = segment.read_bytes()[frame.data_at : frame.data_at + frame.data_len]
+    if len(data) == frame.data_len:
+        # Damage inside the frame: its header holds, its data checksum fails.
+        with segment.open("r+b") as fh:
+            fh.seek(frame.data_at)
+            fh.write(data)
+        assert record_frame(path.parent, version)[1].data_ok is (data == old)
+    else:
+        # A record of another length: the frame rewritten whole, valid as a frame.
+        content = segment.read_bytes()
+        segment.write_bytes(
+            content[: frame.offset]
+            + encode_frame(PUT, path.name, data)
+            + content[frame.end :]
+        )
+
+
+async def rewrite(where: Where, j: Journal, store_key: str, change) -> None:
     data, _ = await j.store.read(store_key)
-    await j.store.replace(store_key, change(bytearray(data)), if_match=None)
+    await overwrite(where, j, store_key, change(bytearray(data)))
 
 
 def with_crc(data: bytearray) -> bytes:
@@ -98,10 +154,10 @@ async def expect_corrupt(j: Journal, key: ThreadKey, version: int, words=()) -> 
 # --- records ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["magic", "length", "body", "hash", "checksum"])
-async def test_flipped_byte_in_a_record(url, where):
+@pytest.mark.parametrize("spot", ["magic", "length", "body", "hash", "checksum"])
+async def test_flipped_byte_in_a_record(where, spot):
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     record_key = ThreadLog(j.store, key).record_key(3)
     raw, _ = await j.store.read(record_key)
     position = {
@@ -110,20 +166,20 @@ async def test_flipped_byte_in_a_record(url, where):
         "body": len(raw) // 2,
         "hash": len(raw) - 4 - 16,
         "checksum": len(raw) - 2,
-    }[where]
+    }[spot]
 
     def flip(data: bytearray) -> bytes:
         data[position] ^= 0x20
         return bytes(data)
 
-    await rewrite(j, record_key, flip)
-    await expect_corrupt(fresh(url), key, 3)
+    await rewrite(where, j, record_key, flip)
+    await expect_corrupt(fresh(where), key, 3)
 
 
-async def test_body_edited_with_a_valid_checksum(url):
+async def test_body_edited_with_a_valid_checksum(where):
     """An edit that keeps the checksum right still breaks the record's own hash."""
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     record_key = ThreadLog(j.store, key).record_key(4)
 
     def edit(data: bytearray) -> bytes:
@@ -131,68 +187,68 @@ async def test_body_edited_with_a_valid_checksum(url):
         data[at : at + 5] = b"MSG-4"
         return with_crc(data)
 
-    await rewrite(j, record_key, edit)
-    await expect_corrupt(fresh(url), key, 4, words=["hash"])
+    await rewrite(where, j, record_key, edit)
+    await expect_corrupt(fresh(where), key, 4, words=["hash"])
 
 
-async def test_hash_edited_with_a_valid_checksum(url):
+async def test_hash_edited_with_a_valid_checksum(where):
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     record_key = ThreadLog(j.store, key).record_key(2)
 
     def edit(data: bytearray) -> bytes:
         data[-10] ^= 0x01
         return with_crc(data)
 
-    await rewrite(j, record_key, edit)
-    await expect_corrupt(fresh(url), key, 2)
+    await rewrite(where, j, record_key, edit)
+    await expect_corrupt(fresh(where), key, 2)
 
 
 @pytest.mark.parametrize("version", [3, 6])
-async def test_truncated_record(url, version):
+async def test_truncated_record(where, version):
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     record_key = ThreadLog(j.store, key).record_key(version)
-    await rewrite(j, record_key, lambda d: bytes(d[: len(d) // 2]))
-    await expect_corrupt(fresh(url), key, version)
+    await rewrite(where, j, record_key, lambda d: bytes(d[: len(d) // 2]))
+    await expect_corrupt(fresh(where), key, version)
 
 
-async def test_empty_record(url):
+async def test_empty_record(where):
     key = new_key()
-    j = await build(url, key)
-    await rewrite(j, ThreadLog(j.store, key).record_key(5), lambda d: b"")
-    await expect_corrupt(fresh(url), key, 5)
+    j = await build(where, key)
+    await rewrite(where, j, ThreadLog(j.store, key).record_key(5), lambda d: b"")
+    await expect_corrupt(fresh(where), key, 5)
 
 
-async def test_deleted_middle_record(url):
+async def test_deleted_middle_record(where):
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     assert await j.store.delete(ThreadLog(j.store, key).record_key(3))
-    reader = fresh(url)
+    reader = fresh(where)
     await expect_corrupt(reader, key, 3, words=["missing"])
     report = await reader.verify(key)
     assert [p.version for p in report.problems] == [3]
     assert "missing" in str(report.problems[0])
 
 
-async def test_records_swapped_on_storage(url):
+async def test_records_swapped_on_storage(where):
     """Swapping two record objects is caught: each names its own version."""
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     log = ThreadLog(j.store, key)
     three, _ = await j.store.read(log.record_key(3))
     four, _ = await j.store.read(log.record_key(4))
-    await j.store.replace(log.record_key(3), four, if_match=None)
-    await j.store.replace(log.record_key(4), three, if_match=None)
-    await expect_corrupt(fresh(url), key, 3)
-    report = await fresh(url).verify(key)
+    await overwrite(where, j, log.record_key(3), four)
+    await overwrite(where, j, log.record_key(4), three)
+    await expect_corrupt(fresh(where), key, 3)
+    report = await fresh(where).verify(key)
     assert {p.version for p in report.problems} >= {3, 4}
 
 
-async def test_records_reordered_and_reencoded(url):
+async def test_records_reordered_and_reencoded(where):
     """Re-encoding swapped commits at each other's versions breaks the hash chain."""
     key = new_key()
-    j = await build(url, key)
+    j = await build(where, key)
     log = ThreadLog(j.store, key)
     label = str(key)
     parsed = {v: await log.read_parsed(v) for v in (3, 4)}
@@ -212,9 +268,9 @@ async def test_records_reordered_and_reencoded(url):
         ).data
 
     new3, new4 = reencode(3, 4), reencode(4, 3)
-    await j.store.replace(log.record_key(3), new3, if_match=None)
-    await j.store.replace(log.record_key(4), new4, if_match=None)
-    reader = fresh(url)
+    await overwrite(where, j, log.record_key(3), new3)
+    await overwrite(where, j, log.record_key(4), new4)
+    reader = fresh(where)
     await expect_corrupt(reader, key, 4, words=["hash chain"])
     # Both re-encoded records have new hashes: the chain breaks after each.
     report = await reader.verify(key)
@@ -222,18 +278,18 @@ async def test_records_reordered_and_reencoded(url):
     assert all("hash chain" in str(p) for p in report.problems)
 
 
-async def test_record_from_another_thread_spliced_in(url):
+async def test_record_from_another_thread_spliced_in(where):
     key, other = new_key(), new_key()
-    j = await build(url, key)
-    await build(url, other, prefix="other")
+    j = await build(where, key)
+    await build(where, other, prefix="other")
     data, _ = await j.store.read(ThreadLog(j.store, other).record_key(3))
-    await j.store.replace(ThreadLog(j.store, key).record_key(3), data, if_match=None)
-    await expect_corrupt(fresh(url), key, 3, words=["hash chain"])
+    await overwrite(where, j, ThreadLog(j.store, key).record_key(3), data)
+    await expect_corrupt(fresh(where), key, 3, words=["hash chain"])
 
 
-async def test_flipped_byte_in_a_blob(url):
+async def test_flipped_byte_in_a_blob(where):
     key = new_key()
-    j = Journal.open(url, checkpoint_every=0)
+    j = where.open(checkpoint_every=0)
     async with j.writer(key) as w:
         rec = await w.append([say("z" * (jcodec.BLOB_THRESHOLD + 100))])
         await w.append([say("after")])
@@ -243,8 +299,8 @@ async def test_flipped_byte_in_a_blob(url):
         data[len(data) // 2] ^= 0x01
         return bytes(data)
 
-    await rewrite(j, blob, flip)
-    reader = fresh(url)
+    await rewrite(where, j, blob, flip)
+    reader = fresh(where)
     with pytest.raises(CorruptRecordError) as info:
         await reader.load(key)
     assert blob.rsplit("/", 1)[-1] in str(info.value)
@@ -257,9 +313,9 @@ async def test_flipped_byte_in_a_blob(url):
 # --- checkpoints and the hint -------------------------------------------------------
 
 
-async def expect_right_state(url, key, *, warned_about=(), quiet=True):
+async def expect_right_state(where, key, *, warned_about=(), quiet=True):
     """load gives the full replay's state, warning about these checkpoints."""
-    reader = fresh(url)
+    reader = fresh(where)
     expected = replayed(key, await all_records(reader, key))
     state, warnings = await reader.load_with_warnings(key)
     assert msgspec.msgpack.encode(state) == expected
@@ -267,40 +323,40 @@ async def expect_right_state(url, key, *, warned_about=(), quiet=True):
         assert any(f"checkpoint {version}" in w for w in warnings), warnings
     if quiet and not warned_about:
         assert warnings == []
-    assert msgspec.msgpack.encode(await fresh(url).load(key)) == expected
-    assert await fresh(url).head(key) == state.version
+    assert msgspec.msgpack.encode(await fresh(where).load(key)) == expected
+    assert await fresh(where).head(key) == state.version
 
 
-@pytest.mark.parametrize("where", ["magic", "body", "checksum"])
-async def test_flipped_byte_in_a_checkpoint(url, where):
+@pytest.mark.parametrize("spot", ["magic", "body", "checksum"])
+async def test_flipped_byte_in_a_checkpoint(where, spot):
     key = new_key()
-    j = await build(url, key, count=9, checkpoints=(6,))
+    j = await build(where, key, count=9, checkpoints=(6,))
     ckpt_key = ThreadLog(j.store, key).checkpoint_key(6)
     raw, _ = await j.store.read(ckpt_key)
-    position = {"magic": 0, "body": len(raw) // 2, "checksum": len(raw) - 1}[where]
+    position = {"magic": 0, "body": len(raw) // 2, "checksum": len(raw) - 1}[spot]
 
     def flip(data: bytearray) -> bytes:
         data[position] ^= 0x10
         return bytes(data)
 
-    await rewrite(j, ckpt_key, flip)
-    await expect_right_state(url, key, warned_about=[6])
-    report = await fresh(url).verify(key)
+    await rewrite(where, j, ckpt_key, flip)
+    await expect_right_state(where, key, warned_about=[6])
+    report = await fresh(where).verify(key)
     assert not report.ok
     assert any(f.version == 6 for f in report.problems), report.problems
 
 
-async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(url):
+async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(where):
     key = new_key()
-    j = await build(url, key, count=12, checkpoints=(4, 8))
+    j = await build(where, key, count=12, checkpoints=(4, 8))
     log = ThreadLog(j.store, key)
-    await rewrite(j, log.checkpoint_key(8), lambda d: bytes(d[:-1]))
-    counting = RecordingStore(Journal.open(url).store)
+    await rewrite(where, j, log.checkpoint_key(8), lambda d: bytes(d[:-1]))
+    counting = RecordingStore(where.open().store)
     reader = Journal(counting, checkpoint_every=0)
     state, warnings = await reader.load_with_warnings(key)
     assert any("checkpoint 8" in w for w in warnings), warnings
     assert msgspec.msgpack.encode(state) == replayed(
-        key, await all_records(fresh(url), key)
+        key, await all_records(fresh(where), key)
     )
     read_versions = [
         version_of(k) for op, k, _ in counting.calls if op == "read" and "/log/" in k
@@ -309,24 +365,24 @@ async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(url):
     assert min(read_versions) > 4, read_versions
 
 
-async def test_checkpoint_missing_a_chunk(url):
+async def test_checkpoint_missing_a_chunk(where):
     key = new_key()
-    j = await build(url, key, count=9, checkpoints=(6,))
+    j = await build(where, key, count=9, checkpoints=(6,))
     log = ThreadLog(j.store, key)
     blobs = await j.store.list(log.blob_dir)
     assert blobs  # the checkpoint's message chunks
     for blob in blobs:
         await j.store.delete(blob)
-    await expect_right_state(url, key, warned_about=[6])
+    await expect_right_state(where, key, warned_about=[6])
 
 
 @pytest.mark.parametrize("at_head", [False, True])
-async def test_foreign_checkpoint_is_refused(url, at_head):
+async def test_foreign_checkpoint_is_refused(where, at_head):
     """A checkpoint copied from another thread's log does not match its hashes."""
     key, other = new_key(), new_key()
     version = 8 if at_head else 6
-    j = await build(url, key, count=8)
-    await build(url, other, count=8, checkpoints=(version,), prefix="other")
+    j = await build(where, key, count=8)
+    await build(where, other, count=8, checkpoints=(version,), prefix="other")
     mine, theirs = ThreadLog(j.store, key), ThreadLog(j.store, other)
     data, _ = await j.store.read(theirs.checkpoint_key(version))
     await j.store.create(mine.checkpoint_key(version), data)
@@ -334,10 +390,10 @@ async def test_foreign_checkpoint_is_refused(url, at_head):
         chunk, _ = await j.store.read(blob)
         await j.store.create(mine.blob_key(blob.rsplit("/", 1)[-1]), chunk)
     await j.store.replace(mine.hint_key, f"{version:020d}\n".encode(), if_match=None)
-    await expect_right_state(url, key, warned_about=[version])
-    state = await fresh(url).load(key)
+    await expect_right_state(where, key, warned_about=[version])
+    state = await fresh(where).load(key)
     assert not any(m.text.startswith("other") for m in state.context)
-    report = await fresh(url).verify(key)
+    report = await fresh(where).verify(key)
     assert not report.ok
     assert any(f.version == version for f in report.problems)
 
@@ -354,17 +410,17 @@ async def test_foreign_checkpoint_is_refused(url, at_head):
     ],
 )
 @pytest.mark.parametrize("with_checkpoint", [False, True])
-async def test_bad_last_checkpoint_hint(url, hint, with_checkpoint):
+async def test_bad_last_checkpoint_hint(where, hint, with_checkpoint):
     key = new_key()
-    j = await build(url, key, count=9, checkpoints=(6,) if with_checkpoint else ())
+    j = await build(where, key, count=9, checkpoints=(6,) if with_checkpoint else ())
     await j.store.replace(ThreadLog(j.store, key).hint_key, hint, if_match=None)
-    reader = fresh(url)
+    reader = fresh(where)
     expected = replayed(key, await all_records(reader, key))
     state = await reader.load(key)
     assert msgspec.msgpack.encode(state) == expected
     assert await reader.head(key) == 9
     for at in (0, 5, 6, 9):
-        past = await fresh(url).load(key, at_version=at)
+        past = await fresh(where).load(key, at_version=at)
         records = await all_records(reader, key)
         assert msgspec.msgpack.encode(past) == replayed(key, records[:at])
     # A writer resumes at the right place.
@@ -372,16 +428,16 @@ async def test_bad_last_checkpoint_hint(url, hint, with_checkpoint):
         assert w.base_version == 9
         await w.append([say("after a bad hint")])
     # The hint may still name a missing checkpoint: a warning, never a wrong state.
-    await expect_right_state(url, key, quiet=False)
+    await expect_right_state(where, key, quiet=False)
 
 
-async def test_hint_lagging_behind_the_newest_checkpoint(url):
+async def test_hint_lagging_behind_the_newest_checkpoint(where):
     """A checkpoint written but not yet named by the hint (a crash in between)."""
     key = new_key()
-    j = await build(url, key, count=10, checkpoints=(4, 8))
+    j = await build(where, key, count=10, checkpoints=(4, 8))
     await j.store.replace(
         ThreadLog(j.store, key).hint_key, f"{4:020d}\n".encode(), if_match=None
     )
-    await expect_right_state(url, key)
-    report = await fresh(url).verify(key)
+    await expect_right_state(where, key)
+    report = await fresh(where).verify(key)
     assert report.ok, report.problems

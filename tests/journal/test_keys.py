@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from journal import InvalidKeyError, Journal, MessageAppended, Msg, ThreadKey
 from journal.keys import decode_segment, encode_segment
+from stores.local import LocalStore
 
 FIELDS = ("namespace", "agent_id", "user_id", "session_id", "thread_id")
 SEGMENT = re.compile(r"^[A-Za-z0-9_%~-]+$")
@@ -89,9 +90,10 @@ def test_hostile_ids_are_valid_and_map_to_single_safe_segments():
         assert len(key.prefix.split("/")) == 5
 
 
-async def test_hostile_ids_never_escape_the_root(tmp_path):
+@pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
+async def test_hostile_ids_never_escape_the_root(tmp_path, segments):
     root = tmp_path / "root"
-    j = Journal.open(root)
+    j = Journal.open(root, segments=segments)
     keys = all_keys()
     await write_each(j, keys)
     # Nothing was created beside the root ...
@@ -105,11 +107,16 @@ async def test_hostile_ids_never_escape_the_root(tmp_path):
             assert os.path.commonpath([path, real_root]) == real_root, path
             files += 1
     assert files > len(keys)
-    # ... and each thread's objects are under its own prefix.
+    # ... and each thread's objects are under its own prefix: its log directory
+    # holds its two records (as files, or as frames of one segment file), and a
+    # store rooted at the thread's directory finds exactly those.
+    names = [f"{v:020d}.rec" for v in (1, 2)]
     for key in keys:
-        log = root.joinpath(*key.segments, "log")
-        assert sorted(os.listdir(log)) == [f"{v:020d}.rec" for v in (1, 2)]
-    await check_each(Journal.open(root), keys)
+        thread = root.joinpath(*key.segments)
+        files = [".seg-00000000000000000000"] if segments else names
+        assert sorted(os.listdir(thread / "log")) == files
+        assert await LocalStore(thread).list("log/") == [f"log/{n}" for n in names]
+    await check_each(Journal.open(root, segments=not segments), keys)
     listed = [k async for k in Journal.open(root).threads()]
     assert len(listed) == len(keys)
     assert set(listed) == set(keys)

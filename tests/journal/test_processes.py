@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import signal
 import uuid
@@ -198,19 +199,26 @@ async def test_writer_killed_at_random_moments(root):
 
 
 @pytest.mark.parametrize(
-    ("point", "lands", "leftover"),
+    ("point", "layout", "lands", "leftover"),
     [
-        ("record-before-link", False, True),
-        ("record-after-link", True, True),
-        ("record-after-unlink", True, False),
-        ("checkpoint-before-link", False, True),
-        ("hint-before-rename", False, True),
-        ("lease-before-rename", False, True),
+        # Records published file by file: temp, fsync, link, unlink, fsync dir.
+        ("record-before-link", "files", False, True),
+        ("record-after-link", "files", True, True),
+        ("record-after-unlink", "files", True, False),
+        # Records appended to a segment file: write the frame, fdatasync.
+        ("record-mid-write", "segments", False, True),
+        ("record-before-fdatasync", "segments", True, False),
+        ("record-after-fdatasync", "segments", True, False),
+        # Checkpoints, the hint and the lease are files in either layout.
+        ("checkpoint-before-link", "segments", False, True),
+        ("hint-before-rename", "segments", False, True),
+        ("lease-before-rename", "segments", False, True),
     ],
 )
-async def test_writer_killed_at_a_fault_point(root, point, lands, leftover):
+async def test_writer_killed_at_a_fault_point(root, point, layout, lands, leftover):
     key = new_key()
-    child = Child("fault", root, key, point)
+    segments = layout == "segments"
+    child = Child("fault", root, key, point, layout)
     try:
         child.wait_for("PAUSED")
         child.kill()
@@ -219,10 +227,14 @@ async def test_writer_killed_at_a_fault_point(root, point, lands, leftover):
         child.close()
     acked = child.acks()
     assert len(acked) == 3
-    j = Journal.open(root, checkpoint_every=0)
+    log_dir = root.joinpath(*key.segments, "log")
+    assert any(n.startswith(".seg-") for n in os.listdir(log_dir)) == segments
+    j = Journal.open(root, checkpoint_every=0, segments=segments)
     report = await j.verify(key)
     only_harmless(report)
     assert bool(report.warnings) == leftover, [str(w) for w in report.warnings]
+    if point == "record-mid-write":
+        assert ["torn tail" in w.message for w in report.warnings] == [True]
     before = [r async for r in j.records(key)]
     assert ("f-unacked" in [r.batch_id for r in before]) == lands
     state, warnings = await j.load_with_warnings(key)
@@ -237,8 +249,12 @@ async def test_writer_killed_at_a_fault_point(root, point, lands, leftover):
     text = {f"f-{i}": f"f-{i}" for i in range(3)} | {"resumed": "resumed"}
     records = await check_acknowledged(j, key, acked, text)
     assert message_text(records[-1].events) == "resumed"
-    only_harmless(await j.verify(key))
-    fresh = Journal.open(root)
+    report = await j.verify(key)
+    only_harmless(report)
+    if point == "record-mid-write":
+        # The next append cut the torn frame off before appending its own.
+        assert report.warnings == []
+    fresh = Journal.open(root, segments=not segments)
     state, warnings = await fresh.load_with_warnings(key)
     assert warnings == []
     assert msgspec.msgpack.encode(state) == replay(key, records)

@@ -1,10 +1,13 @@
 """A child process that SIGKILLs itself at a chosen point of a local-store write.
 
-``python -m tests.stores._crash_child ROOT publish KEY POINT`` creates ``KEY``;
+``python -m tests.stores._crash_child ROOT publish KEY POINT`` creates ``KEY`` with
+the file-per-object publish (``segments=False``: a record key would otherwise be
+appended to a segment file, see ``tests.stores._segment_child``);
 ``... ROOT replace KEY POINT ETAG`` replaces it with a CAS on ``ETAG``. POINT names
-the crash point (see ``POINTS``). The body written is ``body_for(KEY)`` (publish)
-or ``new_body_for(KEY)`` (replace). If the crash point is never reached the child
-exits with status 3, so the parent can tell a missed injection from a crash.
+the crash point (see ``PUBLISH_POINTS`` and ``REPLACE_POINTS``). The body written
+is ``body_for(KEY)`` (publish) or ``new_body_for(KEY)`` (replace). If the crash
+point is never reached the child exits with status 3, so the parent can tell a
+missed injection from a crash.
 
 ``python -m tests.stores._crash_child ROOT loop`` creates ``loop/<n>`` objects
 (n counting on from the highest one present), printing each key once ``create``
@@ -123,7 +126,8 @@ def main(argv: list[str]) -> int:
     key, point = argv[2], argv[3]
     _install(point)
     if mode == "publish":
-        asyncio.run(store.create(key, body_for(key)))
+        files = LocalStore(root, segments=False)
+        asyncio.run(files.create(key, body_for(key)))
     elif mode == "replace":
         asyncio.run(store.replace(key, new_body_for(key), if_match=argv[4]))
     else:

@@ -13,6 +13,7 @@ from journal.errors import ObjectNotFoundError
 from stores.local import LocalStore
 from stores.testing import StoreContract
 from tests.stores._race_child import body_for
+from tests.stores._segment_child import PUT, encode_frame, parse_segment
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
@@ -243,7 +244,7 @@ async def test_hostile_prefixes_are_rejected(tmp_path, prefix):
 
 
 async def test_objects_are_plain_files_under_the_root(tmp_path):
-    store = LocalStore(tmp_path / "root")
+    store = LocalStore(tmp_path / "root", segments=False)
     await store.create("a/b/00000000000000000001.rec", b"record")
     await store.replace("a/LEASE", b"lease", if_match=None)
     assert (tmp_path / "root/a/b/00000000000000000001.rec").read_bytes() == b"record"
@@ -251,6 +252,35 @@ async def test_objects_are_plain_files_under_the_root(tmp_path):
     # A successful write leaves no temporary file behind.
     assert await store.leftovers("") == []
     assert store.url == f"file://{tmp_path / 'root'}"
+
+
+async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    await store.create("a/b/00000000000000000001.rec", b"record")
+    await store.create("a/b/00000000000000001024.rec", b"next segment")
+    await store.replace("a/LEASE", b"lease", if_match=None)
+    assert sorted(os.listdir(root / "a/b")) == [
+        ".seg-00000000000000000000",
+        ".seg-00000000000000000001",
+    ]
+    frames, tail = parse_segment(root / "a/b/.seg-00000000000000000000")
+    assert tail == 0
+    assert [(f.kind, f.name, f.data_ok) for f in frames] == [
+        (PUT, "00000000000000000001.rec", True)
+    ]
+    assert (
+        encode_frame(PUT, frames[0].name, b"record")
+        == (root / "a/b/.seg-00000000000000000000").read_bytes()
+    )
+    # Everything else is still a plain file.
+    assert (root / "a/LEASE").read_bytes() == b"lease"
+    assert await store.leftovers("") == []
+    assert await store.list("a/") == [
+        "a/LEASE",
+        "a/b/00000000000000000001.rec",
+        "a/b/00000000000000001024.rec",
+    ]
 
 
 async def test_etags_hold_across_store_instances(tmp_path):

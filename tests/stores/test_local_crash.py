@@ -6,6 +6,10 @@ at one point of ``create`` (temp write, fsync, link, unlink, directory fsync) or
 process would, that the object is whole or absent, that the slot is free exactly
 when the name is absent, and that stray temporary files are reported by
 ``leftovers`` and hidden from ``list``.
+
+``create`` of a record key is the file-per-record publish here (``segments=False``);
+the restarted store runs either layout, since either reads what the other wrote.
+Kills inside a segment append are in ``test_local_segments.py``.
 """
 
 from __future__ import annotations
@@ -67,18 +71,21 @@ def test_every_publish_point_is_covered():
     assert set(PUBLISH_OUTCOMES) == set(PUBLISH_POINTS)
 
 
+@pytest.mark.parametrize("reopen", ["files", "segments"])
 @pytest.mark.parametrize("point", PUBLISH_POINTS)
-async def test_crash_during_create(tmp_path, point):
+async def test_crash_during_create(tmp_path, point, reopen):
     present, leftover = PUBLISH_OUTCOMES[point]
     root = tmp_path / "root"
     earlier = f"{THREAD}log/00000000000000000001.rec"
     key = f"{THREAD}log/00000000000000000002.rec"
     body = body_for(key)
-    await LocalStore(root).create(earlier, b"an earlier record")
+    await LocalStore(root, segments=False).create(earlier, b"an earlier record")
+    assert (root / earlier).read_bytes() == b"an earlier record"
 
     _crash(root, "publish", key, point)
 
-    store = LocalStore(root)  # what a restarted process opens
+    # What a restarted process opens, in the same layout or in the other one.
+    store = LocalStore(root, segments=reopen == "segments")
     final = root / key
     if present:
         # Whole, never partial.
