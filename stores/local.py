@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,11 +131,15 @@ class LocalStore(ObjectStore):
     def _publish(self, key: str, data: bytes) -> str:
         path = self._path(key)
         directory = os.path.dirname(path)
-        if self.segments and (where := self._segmented(path)) is not None:
+        where = self._segmented(path)
+        if self.segments and where is not None:
             with _map_errors(key):
                 self._ensure_dir(directory)
                 return self._segs.create(where[0], where[1], data, key=key)
-        with _map_errors(key):
+        with (
+            _map_errors(key),
+            self._segs.guard_file(*where, key=key) if where else nullcontext(),
+        ):
             self._ensure_dir(directory)
             tmp = self._write_temp(directory, data)
             try:
@@ -266,14 +271,16 @@ class LocalStore(ObjectStore):
             if start_after is None or sub + name > start_after
         ]
 
-    @staticmethod
-    def _holds_objects(directory: str) -> bool:
+    def _holds_objects(self, directory: str) -> bool:
         # Directories outlive their last object (delete leaves them in place, so a
         # racing create never loses its directory). As on an object store, only a
         # directory that still holds an object is a child.
-        for _, dirnames, filenames in os.walk(directory):
-            # An emptied segment is unlinked, so an existing one holds objects.
-            if any(not name.startswith(".") or is_segment(name) for name in filenames):
+        for dirpath, dirnames, filenames in os.walk(directory):
+            if any(not name.startswith(".") for name in filenames) or any(
+                is_segment(name)
+                and self._segs.holds_objects(os.path.join(dirpath, name))
+                for name in filenames
+            ):
                 return True
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         return False

@@ -12,10 +12,11 @@ Which names live in segments: ``<20 digits>.rec`` (a journal record), in segment
 of a long log scans only the newest segment. Other names ending in ``.rec`` share
 ``.seg-other``. Everything else stays a file.
 
-A frame::
+A frame (the first frame of a segment is its random 16-byte file id, kind 3, so
+that a cached index is never applied to a new file that reused the inode number)::
 
     0      4  magic "AJF1"
-    4      1  kind: 1 = put, 2 = tombstone (delete)
+    4      1  kind: 1 = put, 2 = tombstone (delete), 3 = file id
     5      2  name length N
     7      4  data length L
     11     N  name (UTF-8)
@@ -26,7 +27,8 @@ A frame::
 Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
 truncates it under the lock before appending. A frame is *torn* when the file ends
-inside it or its header checksum fails with nothing valid after it. A complete frame
+inside it or its header checksum fails with nothing valid after it; a frame whose
+header checks out is never searched for frames (record data may quote them). A complete frame
 whose data checksum fails is *corrupt*: it is kept and its bytes are returned, so the
 journal's own record checksum reports it (naming the version) and nothing is
 truncated. An invalid region followed by valid frames is corruption too: readers
@@ -71,7 +73,8 @@ SEGMENT_PREFIX = ".seg-"
 _MAGIC = b"AJF1"
 _HEAD = struct.Struct(">4sBHI")
 _CRC = struct.Struct(">I")
-_PUT, _TOMBSTONE = 1, 2
+_PUT, _TOMBSTONE, _FILE_ID = 1, 2, 3
+_SHORT = "short"  # a frame whose header checks out but whose bytes end early
 _RECORD = re.compile(r"^(\d{20})\.rec$")
 _SEGMENT = re.compile(r"^\.seg-(\d{20}|other)$")
 
@@ -112,14 +115,21 @@ def frame(kind: int, name: str, data: bytes) -> bytes:
     )
 
 
+_ID_FRAME_SIZE = _HEAD.size + 4 + 16 + 4
+
+
 @dataclass(slots=True)
 class _Index:
     """What a scan of one segment file found."""
 
     ino: int = -1
+    file_id: bytes | None = None  # from the segment's first frame
     end: int = 0  # just past the last valid frame
     live: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> data
     torn: int = 0  # bytes after ``end`` that belong to no valid frame
+    # Whether this process made the file's directory entry durable: a segment
+    # created by a writer that crashed before acknowledging may not be.
+    dir_synced: bool = False
 
 
 class _Segment:
@@ -141,28 +151,43 @@ class _Segment:
         valid_end = 0
         while pos < len(buf):
             parsed = _parse(buf, pos)
+            if parsed == _SHORT:
+                break  # torn, or still being written: never look inside it
             if parsed is None:
-                # Skip to the next valid frame if there is one: what lies between is
-                # corruption, not a torn tail.
+                # A bad header: skip to the next valid frame if there is one (what
+                # lies between is corruption, not a torn tail).
                 nxt = _resync(buf, pos + 1)
                 if nxt is None:
                     break
                 pos = nxt
                 continue
+            assert not isinstance(parsed, str)  # noqa: S101 - narrowed above
             kind, name, data_at, length, pos = parsed
             if kind == _PUT:
                 index.live[name] = (base + data_at, length)
-            else:
+            elif kind == _TOMBSTONE:
                 index.live.pop(name, None)
+            elif base + data_at == _ID_FRAME_SIZE - 4 - 16:
+                index.file_id = buf[data_at : data_at + length]
             valid_end = pos
         index.end = base + valid_end
         index.torn = size - index.end
 
     def refresh(self, fd: int) -> None:
-        """Bring the index up to date with the file open as ``fd``."""
+        """Bring the index up to date with the file open as ``fd``.
+
+        The index belongs to one file: a new inode, a file shorter than what was
+        indexed, or another file id in the first frame (inode numbers are reused
+        after an emptied segment is unlinked and created again) starts it over.
+        """
         st = os.fstat(fd)
-        if st.st_ino != self.index.ino:
-            self.index = _Index(ino=st.st_ino)
+        index = self.index
+        if st.st_ino != index.ino or st.st_size < index.end:
+            index = self.index = _Index(ino=st.st_ino)
+        elif index.file_id is not None:
+            head = os.pread(fd, _ID_FRAME_SIZE, 0)
+            if head[_ID_FRAME_SIZE - 4 - 16 : _ID_FRAME_SIZE - 4] != index.file_id:
+                index = self.index = _Index(ino=st.st_ino)
         self._scan(fd, st.st_size)
 
     @contextlib.contextmanager
@@ -191,14 +216,25 @@ class _Segment:
                 finally:
                     os.close(fd)
 
-    def append(self, fd: int, kind: int, name: str, data: bytes) -> None:
-        """Append one frame (the caller holds the lock) and make it durable."""
+    def append(self, fd: int, kind: int, name: str, data: bytes) -> bool:
+        """Append one frame (the caller holds the lock) and make it durable.
+
+        Returns:
+            Whether this append started the file (its name must then be synced).
+        """
         index = self.index
         if index.torn:
             # An unacknowledged, incomplete frame left by a crashed writer.
             os.ftruncate(fd, index.end)
             index.torn = 0
+        started = index.end == 0
         payload = frame(kind, name, data)
+        if started:
+            # Every segment starts with a random id, so that an index of an unlinked
+            # file is never taken for one of a new file that got its inode number.
+            file_id = os.urandom(16)
+            payload = frame(_FILE_ID, "", file_id) + payload
+            index.file_id = file_id
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view) :]
@@ -210,6 +246,7 @@ class _Segment:
             index.live[name] = (start + len(payload) - 4 - len(data), len(data))
         else:
             index.live.pop(name, None)
+        return started
 
     def read(self, name: str) -> bytes | None:
         """The object's bytes, or None."""
@@ -241,23 +278,28 @@ class _Segment:
                 os.close(fd)
 
 
-def _parse(buf: bytes, pos: int) -> tuple[int, str, int, int, int] | None:
-    """Parse the frame at ``pos``: (kind, name, data offset, data length, end)."""
+def _parse(buf: bytes, pos: int) -> tuple[int, str, int, int, int] | str | None:
+    """Parse the frame at ``pos``.
+
+    Returns:
+        (kind, name, data offset, data length, end); ``_SHORT`` when the bytes end
+        before the frame does (a torn or in-progress append); None for a bad header.
+    """
     if len(buf) - pos < _HEAD.size:
-        return None
+        return _SHORT
     magic, kind, name_len, data_len = _HEAD.unpack_from(buf, pos)
-    if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE):
+    if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE, _FILE_ID):
         return None
     head_end = pos + _HEAD.size + name_len
     if len(buf) < head_end + 4:
-        return None
+        return _SHORT
     (head_crc,) = _CRC.unpack_from(buf, head_end)
     if zlib.crc32(memoryview(buf)[pos:head_end]) != head_crc:
         return None
     data_at = head_end + 4
     end = data_at + data_len + 4
     if len(buf) < end:
-        return None
+        return _SHORT
     try:
         name = buf[pos + _HEAD.size : head_end].decode("utf-8")
     except UnicodeDecodeError:
@@ -272,7 +314,8 @@ def _resync(buf: bytes, pos: int) -> int | None:
         pos = buf.find(_MAGIC, pos)
         if pos < 0:
             return None
-        if _parse(buf, pos) is not None:
+        parsed = _parse(buf, pos)
+        if parsed is not None and parsed != _SHORT:
             return pos
         pos += 1
 
@@ -306,16 +349,17 @@ class SegmentSet:
                 os.path.join(directory, name)
             ):
                 raise ObjectExistsError(key)
-            # An empty segment may be one we just created: its name needs syncing.
-            new_file = segment.index.end == 0 and segment.index.torn == 0
             segment.append(fd, _PUT, name, data)
-        if new_file and self.fsync:
-            # A new segment's directory entry must be durable before we acknowledge.
+            index = segment.index
+        if self.fsync and not index.dir_synced:
+            # The segment's directory entry must be durable before we acknowledge;
+            # its creator may have crashed before syncing it.
             dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
+            index.dir_synced = True
         return _etag(data)
 
     def replace(
@@ -393,6 +437,59 @@ class SegmentSet:
             finally:
                 os.close(dfd)
         return True
+
+    def guard_file(
+        self, directory: str, name: str, *, key: str
+    ) -> contextlib.AbstractContextManager[None]:
+        """Lock ``name``'s segment (if it exists) while a plain file is published.
+
+        Refuses a name that is already a frame, so that a store with
+        ``segments=False`` keeps create exclusive against framed records.
+
+        Raises:
+            ObjectExistsError: ``name`` is a live frame.
+        """
+        seg_name = segment_of(name)
+        assert seg_name is not None  # noqa: S101
+        segment = self.segment(os.path.join(directory, seg_name))
+
+        @contextlib.contextmanager
+        def guard() -> Iterator[None]:
+            with segment.locked(create=False) as fd:
+                if fd is not None and name in segment.index.live:
+                    raise ObjectExistsError(key)
+                yield
+
+        return guard()
+
+    @staticmethod
+    def holds_objects(path: str) -> bool:
+        """Whether a segment file holds at least one complete object.
+
+        Cheap: whenever anything in a segment is live, the first frame after the
+        file id is a complete put (an emptied segment is unlinked), so only the head
+        of the file is read.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, 64 * 1024, 0)
+        finally:
+            os.close(fd)
+        pos = 0
+        while True:
+            parsed = _parse(head, pos)
+            if parsed is None:
+                return True  # damaged: let readers find out what is left
+            if isinstance(parsed, str):
+                return size > len(head)  # torn, unless it continues past our read
+            kind, _, _, _, end = parsed
+            if kind != _FILE_ID:
+                return True
+            pos = end
 
     def names(self, directory: str, segment_file: str) -> list[str]:
         """The live names of one segment file of ``directory``."""

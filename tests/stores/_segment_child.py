@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 MAGIC = b"AJF1"
-PUT, TOMBSTONE = 1, 2
+PUT, TOMBSTONE, FILE_ID = 1, 2, 3
 _HEAD = struct.Struct(">4sBHI")
 _CRC = struct.Struct(">I")
 
@@ -87,7 +87,12 @@ def parse_segment(path: Path) -> tuple[list[Frame], int]:
     while len(buf) - pos >= _HEAD.size:
         magic, kind, name_len, data_len = _HEAD.unpack_from(buf, pos)
         head_end = pos + _HEAD.size + name_len
-        if magic != MAGIC or kind not in (PUT, TOMBSTONE) or len(buf) < head_end + 4:
+        # The first frame of a segment is its file id (kind 3); any other may be a
+        # put or a tombstone.
+        kinds = (FILE_ID,) if pos == 0 else (PUT, TOMBSTONE)
+        if pos == 0 and kind != FILE_ID:
+            kinds = (PUT, TOMBSTONE)  # a segment written by hand in a test
+        if magic != MAGIC or kind not in kinds or len(buf) < head_end + 4:
             break
         if _CRC.unpack_from(buf, head_end)[0] != zlib.crc32(buf[pos:head_end]):
             break
@@ -96,6 +101,9 @@ def parse_segment(path: Path) -> tuple[list[Frame], int]:
         if len(buf) < end:
             break
         data = buf[data_at : data_at + data_len]
+        if kind == FILE_ID:
+            pos = end
+            continue
         frames.append(
             Frame(
                 pos,

@@ -269,10 +269,10 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
     assert [(f.kind, f.name, f.data_ok) for f in frames] == [
         (PUT, "00000000000000000001.rec", True)
     ]
-    assert (
-        encode_frame(PUT, frames[0].name, b"record")
-        == (root / "a/b/.seg-00000000000000000000").read_bytes()
-    )
+    raw = (root / "a/b/.seg-00000000000000000000").read_bytes()
+    # The segment's file-id frame (kind 3, 16 random bytes), then the record.
+    assert raw[4] == 3
+    assert raw[35:] == encode_frame(PUT, frames[0].name, b"record")
     # Everything else is still a plain file.
     assert (root / "a/LEASE").read_bytes() == b"lease"
     assert await store.leftovers("") == []
