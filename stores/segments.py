@@ -28,12 +28,12 @@ Torn tails and corruption: a writer killed mid-append can leave an incomplete fr
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
 truncates it under the lock before appending. A frame is *torn* when the file ends
 inside it or its header checksum fails with nothing valid after it; a frame whose
-header checks out is never searched for frames (record data may quote them). A complete frame
-whose data checksum fails is *corrupt*: it is kept and its bytes are returned, so the
-journal's own record checksum reports it (naming the version) and nothing is
-truncated. An invalid region followed by valid frames is corruption too: readers
-skip to the next valid frame and never truncate it. The one residual ambiguity: bit
-rot in the header of the very last frame looks torn and is truncated.
+header checks out is never searched for frames (record data may quote them). A
+complete frame whose data checksum fails is *corrupt*: it is kept and its bytes are
+returned, so the journal's own record checksum reports it (naming the version) and
+nothing is truncated. An invalid region followed by valid frames is corruption too:
+readers skip to the next valid frame and never truncate it. The one residual
+ambiguity: bit rot in the header of the very last frame looks torn and is truncated.
 
 A segment whose every object was deleted is unlinked (retention and erasure free
 space segment by segment); other deletions append a tombstone.
