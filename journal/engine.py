@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -589,7 +588,7 @@ class Journal:
         chunks = await log.read_blobs(body.chunks) if body.chunks else {}
         # Decoding allocates one object per message and block, and nothing of it can
         # form a cycle: the cyclic GC would only rescan the growing context.
-        with _gc_paused():
+        with codec.gc_paused():
             for digest in body.chunks:
                 state.context.extend(decode_chunk(chunks[digest]))
         if len(state.context) != body.message_count:
@@ -734,12 +733,14 @@ class Journal:
                         "record",
                     )
                 prev_hash = p.hash
-            for record in await log.materialize(parsed):
-                for event in record.events:
-                    state = apply(state, record, event)
-                state.version = record.version
-                head_epoch = record.epoch
-                batches[record.batch_id] = record
+            materialized = await log.materialize(parsed)
+            with codec.gc_paused():
+                for record in materialized:
+                    for event in record.events:
+                        state = apply(state, record, event)
+                    state.version = record.version
+                    head_epoch = record.epoch
+                    batches[record.batch_id] = record
         return _Loaded(
             state,
             start + len(versions),
@@ -1601,18 +1602,6 @@ async def _store_checkpoint(
     await journal.store.replace(
         log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
     )
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (if it was on) for a bulk decode."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:

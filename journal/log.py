@@ -176,7 +176,10 @@ class ThreadLog:
         """Decode records, fetching their blobs and message chunks."""
         owners = {ref: p.body.version for p in parsed for ref in p.blob_refs}
         blobs = await self.read_blobs(list(owners), owners) if owners else {}
-        records = [codec.materialize(p, label=self.label, blobs=blobs) for p in parsed]
+        with codec.gc_paused():
+            records = [
+                codec.materialize(p, label=self.label, blobs=blobs) for p in parsed
+            ]
         chunk_owners = {
             digest: r.version
             for r in records
