@@ -172,8 +172,13 @@ def report(times: dict[str, list[float]], state: AgentState, rounds: int) -> str
 
 
 async def main_async(args: argparse.Namespace) -> str:
+    sizes = [int(n) for n in str(args.messages).split(",")]
+    reports = [await one_size(args, state_of(n)) for n in sizes]
+    return "\n\n".join(reports)
+
+
+async def one_size(args: argparse.Namespace, state: AgentState) -> str:
     rounds = 20 if args.quick else args.rounds
-    state = state_of(args.messages)
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         redis_url = args.redis or stack.enter_context(private_server("redis", workdir))
@@ -221,7 +226,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20 rounds")
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument(
+        "--messages",
+        default="200,2000",
+        help="state sizes in messages, comma-separated (default: 200,2000)",
+    )
     parser.add_argument("--redis", help="a Redis URL (default: a private server)")
     parser.add_argument(
         "--postgres", help="a postgresql+asyncpg URL (default: a private cluster)"
