@@ -30,9 +30,9 @@ import contextlib
 import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from journal import events as ev
 from journal._runtime_run import (
@@ -97,6 +97,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("journal.runtime")
+
+_T = TypeVar("_T")
 
 Mutation = Callable[[AgentState], AgentState | None]
 
@@ -515,17 +517,7 @@ class Agent:
         answer = self.model(messages, list(self._specs))
         if not inspect.isawaitable(answer):  # a sync model is tolerated
             return as_response(answer)
-        task = asyncio.ensure_future(answer)
-        signal.task = task
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            raise
-        finally:
-            signal.task = None
+        task = await _interruptible(signal, answer)
         if task.cancelled() and signal.fired:
             return None
         return as_response(task.result())
@@ -548,17 +540,7 @@ class Agent:
             message = f"invalid input for tool {call.name!r}: {exc}"
             return ev.ToolResultBlock(call.id, message, True), False
         signal = run._signal
-        task = asyncio.ensure_future(found.invoke(args, ctx))
-        signal.task = task
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            raise
-        finally:
-            signal.task = None
+        task = await _interruptible(signal, found.invoke(args, ctx))
         if task.cancelled():
             if signal.fired:
                 message = _CUT_SHORT.format(reason=signal.reason)
@@ -870,3 +852,24 @@ class Agent:
     def __repr__(self) -> str:
         mode = "journal" if self.journal is not None else "snapshot"
         return f"Agent({self.name!r}, agent_id={self.agent_id!r}, mode={mode})"
+
+
+async def _interruptible(signal: Signal, work: Awaitable[_T]) -> asyncio.Future[_T]:
+    """Run ``work`` as a task that an interrupt may cancel; return it once done.
+
+    The task is registered on ``signal`` while it runs, so ``Agent.interrupt`` can
+    cancel it. If the caller itself is cancelled, the task is cancelled and awaited
+    before the cancellation propagates.
+    """
+    task = asyncio.ensure_future(work)
+    signal.task = task
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    finally:
+        signal.task = None
+    return task
