@@ -84,6 +84,24 @@ class RecordBody(msgspec.Struct, array_like=True, frozen=True):
     events: list[Envelope]
 
 
+class _RecordBodyOut(msgspec.Struct, array_like=True, frozen=True):
+    """RecordBody as written, with its envelopes already encoded.
+
+    The bytes the idempotency digest covers are encoded once and embedded as they
+    are; the result is byte for byte what encoding a RecordBody gives.
+    """
+
+    format: int
+    version: int
+    epoch: int
+    writer: str
+    batch_id: str
+    run_id: str | None
+    committed_at: float
+    prev_hash: bytes
+    events: msgspec.Raw
+
+
 class Record(msgspec.Struct, frozen=True):
     """One decoded commit of a thread.
 
@@ -359,9 +377,9 @@ def encode_record(
         TypeError: An event's type is not registered.
     """
     blobs: dict[str, bytes] = {}
-    envelopes = [_envelope(e, blob_threshold, blobs) for e in events]
+    envelopes = _encoder.encode([_envelope(e, blob_threshold, blobs) for e in events])
     body = _encoder.encode(
-        RecordBody(
+        _RecordBodyOut(
             FORMAT_VERSION,
             version,
             epoch,
@@ -370,12 +388,15 @@ def encode_record(
             run_id,
             committed_at,
             prev_hash,
-            envelopes,
+            msgspec.Raw(envelopes),
         )
     )
     digest = hashlib.sha256(prev_hash + body).digest()
     return EncodedRecord(
-        _frame(RECORD_MAGIC, body, digest), digest, _content_digest(envelopes), blobs
+        _frame(RECORD_MAGIC, body, digest),
+        digest,
+        hashlib.sha256(envelopes).digest(),
+        blobs,
     )
 
 
