@@ -34,7 +34,6 @@ __all__ = [
     "CheckpointPolicy",
     "ChunkEncoder",
     "decode_chunk",
-    "encode_chunks",
     "pack_chunk",
 ]
 
@@ -71,32 +70,6 @@ class CheckpointPolicy:
 def _is_boundary(message_id: str) -> bool:
     digest = hashlib.blake2b(message_id.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") % CHUNK_MODULUS == 0
-
-
-def encode_chunks(messages: Sequence[Msg]) -> list[tuple[str, bytes]]:
-    """Split ``messages`` into content-defined chunks and encode them (pure).
-
-    Returns:
-        ``(sha256 hex, bytes)`` per chunk, in order.
-    """
-    out: list[tuple[str, bytes]] = []
-    start = 0
-    size = 0
-    encoded: list[bytes] = []
-    for i, msg in enumerate(messages):
-        data = _encoder.encode(msg)
-        encoded.append(data)
-        size += len(data)
-        if (
-            _is_boundary(msg.id)
-            or i + 1 - start >= MAX_CHUNK_MESSAGES
-            or size >= MAX_CHUNK_BYTES
-        ):
-            out.append(_pack(encoded))
-            start, size, encoded = i + 1, 0, []
-    if encoded:
-        out.append(_pack(encoded))
-    return out
 
 
 class ChunkEncoder:

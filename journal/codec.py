@@ -545,8 +545,3 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def encode_value(value: object) -> bytes:
-    """msgpack-encode any msgspec-supported value (shared encoder)."""
-    return _encoder.encode(value)
