@@ -57,6 +57,7 @@ from journal.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
 )
+from stores._files import fsync_dir
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -354,11 +355,7 @@ class SegmentSet:
         if self.fsync and not index.dir_synced:
             # The segment's directory entry must be durable before we acknowledge;
             # its creator may have crashed before syncing it.
-            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            fsync_dir(directory)
             index.dir_synced = True
         return _etag(data)
 
@@ -431,11 +428,7 @@ class SegmentSet:
             else:
                 segment.append(fd, _TOMBSTONE, name, b"")
         if self.fsync:
-            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            fsync_dir(directory)
         return True
 
     def guard_file(
