@@ -79,12 +79,17 @@ class ChunkEncoder:
     which for the same message objects is an identity check in C), the chunks closed
     last time are reused and only the still-open last chunk and the new messages are
     processed. Anything else starts over.
+
+    Attributes:
+        packed: The bytes of the chunks the latest call encoded, by digest (the
+            reused ones are not in it), so that writing them encodes nothing twice.
     """
 
     def __init__(self) -> None:
         self._previous: list[Msg] = []
         self._closed: list[tuple[str, list[Msg]]] = []
         self._closed_upto = 0
+        self.packed: dict[str, bytes] = {}
 
     def chunk(self, messages: Sequence[Msg]) -> list[tuple[str, list[Msg]]]:
         """Split ``messages`` into chunks.
@@ -106,6 +111,7 @@ class ChunkEncoder:
         run: list[Msg] = []
         encoded: list[bytes] = []
         size = 0
+        packed: dict[str, bytes] = {}
         for i in range(start, len(messages)):
             msg = messages[i]
             data = _encoder.encode(msg)
@@ -117,13 +123,19 @@ class ChunkEncoder:
                 or len(run) >= MAX_CHUNK_MESSAGES
                 or size >= MAX_CHUNK_BYTES
             ):
-                closed.append((_pack(encoded)[0], run))
+                digest, data = _pack(encoded)
+                packed[digest] = data
+                closed.append((digest, run))
                 start = i + 1
                 run, encoded, size = [], [], 0
         self._previous = list(messages)
         self._closed, self._closed_upto = closed, start
         if run:
-            return [*closed, (_pack(encoded)[0], run)]
+            digest, data = _pack(encoded)
+            packed[digest] = data
+            self.packed = packed
+            return [*closed, (digest, run)]
+        self.packed = packed
         return list(closed)
 
 

@@ -1451,7 +1451,7 @@ class ThreadWriter:
         )
 
     async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
-        await _put_chunks(self.log, chunks, self._chunks)
+        await _put_chunks(self.log, chunks, self._chunks, self._chunker.packed)
 
     async def _write_checkpoint(self, snap: _Snapshot) -> None:
         await _store_checkpoint(
@@ -1554,13 +1554,20 @@ class ThreadWriter:
 
 
 async def _put_chunks(
-    log: ThreadLog, chunks: list[tuple[str, list[ev.Msg]]], written: set[str]
+    log: ThreadLog,
+    chunks: list[tuple[str, list[ev.Msg]]],
+    written: set[str],
+    packed: dict[str, bytes],
 ) -> None:
-    """Write the chunks not in ``written`` (and add them to it)."""
-    for digest, messages in chunks:
-        if digest not in written:
-            await log.put_blob(digest, pack_chunk(messages)[1])
-            written.add(digest)
+    """Write the chunks not in ``written`` (and add them to it).
+
+    ``packed`` holds the bytes of chunks the chunker already encoded.
+    """
+    fresh = [
+        (d, packed.get(d) or pack_chunk(m)[1]) for d, m in chunks if d not in written
+    ]
+    await log.put_blobs(fresh)
+    written.update(d for d, _ in fresh)
 
 
 def _plan_chunks(
@@ -1568,7 +1575,11 @@ def _plan_chunks(
 ) -> tuple[list[str], list[tuple[str, bytes]]]:
     """Chunk ``messages``: all digests, and the bytes of those not yet written."""
     chunks = chunker.chunk(messages)
-    fresh = [(d, pack_chunk(m)[1]) for d, m in chunks if d not in written]
+    fresh = [
+        (d, chunker.packed.get(d) or pack_chunk(m)[1])
+        for d, m in chunks
+        if d not in written
+    ]
     return [d for d, _ in chunks], fresh
 
 
@@ -1583,9 +1594,8 @@ async def _store_checkpoint(
     digests, fresh = await asyncio.to_thread(
         _plan_chunks, chunker, snap.messages, written
     )
-    for digest, data in fresh:
-        await log.put_blob(digest, data)
-        written.add(digest)
+    await log.put_blobs(fresh)
+    written.update(d for d, _ in fresh)
     body = codec.CheckpointBody(
         codec.FORMAT_VERSION,
         snap.version,
@@ -1599,9 +1609,7 @@ async def _store_checkpoint(
         await journal.store.create(
             log.checkpoint_key(snap.version), codec.encode_checkpoint(body)
         )
-    await journal.store.replace(
-        log.hint_key, f"{snap.version:020d}\n".encode(), if_match=None
-    )
+    await journal.store.put_hint(log.hint_key, f"{snap.version:020d}\n".encode())
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:

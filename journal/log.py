@@ -122,6 +122,11 @@ class ThreadLog:
         with contextlib.suppress(ObjectExistsError):
             await self.store.create(self.blob_key(digest), data)
 
+    async def put_blobs(self, blobs: Sequence[tuple[str, bytes]]) -> None:
+        """Create several content-addressed blobs in one batch (existing ones stay)."""
+        if blobs:
+            await self.store.create_many([(self.blob_key(d), b) for d, b in blobs])
+
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
         """Read and verify one record.
 

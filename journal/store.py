@@ -14,6 +14,11 @@ The journal needs only five primitives, each with a stated guarantee:
   strictly after ``start_after``; consistent with completed writes and deletes.
 * ``delete(key)``: remove; returns whether the key existed.
 
+Two conveniences have defaults built on those: ``create_many`` (immutable,
+content-addressed objects in one batch) and ``put_hint`` (an unconditional write
+that need not be durable). Backends override them where a batch or a skipped sync
+is cheaper.
+
 Backends never let a native exception escape: they raise ``StorageError`` subclasses
 (``transient=True`` for errors worth retrying) with the native one as ``__cause__``.
 """
@@ -126,6 +131,45 @@ class ObjectStore(abc.ABC):
                     return None
 
         return list(await asyncio.gather(*(one(k) for k in keys)))
+
+    async def create_many(
+        self, items: Sequence[tuple[str, bytes]], *, concurrency: int = 16
+    ) -> builtins.list[bool]:
+        """Create several immutable objects, leaving those that already exist.
+
+        Meant for content-addressed objects, where an existing key already holds
+        the same bytes. Every object is durable when this returns; backends make
+        that cheaper than one ``create`` each where they can (the local store syncs
+        the directory once for all of them, object stores send them concurrently).
+
+        Returns:
+            Per item, whether this call created it (False: the key existed).
+
+        Raises:
+            StorageError: The backend failed; some of the objects may exist.
+        """
+        from journal.errors import ObjectExistsError
+
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(key: str, data: bytes) -> bool:
+            async with sem:
+                try:
+                    await self.create(key, data)
+                except ObjectExistsError:
+                    return False
+                return True
+
+        return list(await asyncio.gather(*(one(k, d) for k, d in items)))
+
+    async def put_hint(self, key: str, data: bytes) -> None:
+        """Overwrite a hint: an object readers verify and can do without.
+
+        Unconditional like ``replace(if_match=None)``, but the write need not
+        survive a crash (a lost or garbled hint only sends readers the slow way),
+        so a backend may skip the syncs that ``replace`` pays for.
+        """
+        await self.replace(key, data, if_match=None)
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
         """Temporary objects left under ``prefix`` by interrupted writes."""

@@ -193,6 +193,49 @@ class StoreContract:
         etag = await store.create(key, b"two")
         assert await store.read(key) == (b"two", etag)
 
+    async def test_create_many(self, store: ObjectStore, key_prefix: str) -> None:
+        """``create_many`` creates the missing keys and leaves existing ones as is."""
+        await store.create(f"{key_prefix}batch/b", b"already here")
+        items = [
+            (f"{key_prefix}batch/a", _body("a", 40_000)),
+            (f"{key_prefix}batch/b", b"would overwrite"),
+            (f"{key_prefix}batch/deeper/c", b""),
+            (f"{key_prefix}other/d", _body("d")),
+        ]
+        assert await store.create_many(items) == [True, False, True, True]
+        assert await store.create_many([]) == []
+        got = await store.read_many([k for k, _ in items])
+        assert got == [items[0][1], b"already here", b"", items[3][1]]
+        assert await store.list(f"{key_prefix}batch/") == [
+            f"{key_prefix}batch/a",
+            f"{key_prefix}batch/b",
+            f"{key_prefix}batch/deeper/c",
+        ]
+        assert await store.leftovers(key_prefix) == []
+
+    async def test_create_many_races_with_itself(
+        self, store: ObjectStore, key_prefix: str
+    ) -> None:
+        """Racing batches of the same keys create each key exactly once."""
+        keys = [f"{key_prefix}same/{i:02d}" for i in range(8)]
+        results = await asyncio.gather(
+            *(store.create_many([(k, k.encode()) for k in keys]) for _ in range(5))
+        )
+        assert [sum(col) for col in zip(*results, strict=True)] == [1] * len(keys)
+        assert await store.read_many(keys) == [k.encode() for k in keys]
+
+    async def test_put_hint(self, store: ObjectStore, key_prefix: str) -> None:
+        """``put_hint`` writes unconditionally; readers see the newest bytes."""
+        key = f"{key_prefix}HINT"
+        await store.put_hint(key, b"1")
+        assert (await store.read(key))[0] == b"1"
+        await store.put_hint(key, b"22")
+        data, etag = await store.read(key)
+        assert data == b"22"
+        await store.replace(key, b"333", if_match=etag)
+        assert (await store.read(key))[0] == b"333"
+        assert await store.list(key_prefix) == [key]
+
     # --- compare-and-swap replace ---------------------------------------------
 
     async def test_replace_with_current_etag(

@@ -135,6 +135,8 @@ def _install_fault_points() -> None:
             _pause()
         if _armed and _point == "checkpoint-before-link" and "/checkpoints/" in target:
             _pause()
+        if _armed and _point == "chunks-before-link" and "/blobs/" in target:
+            _pause()
         real_link(src, dst, *args, **kwargs)
         if _armed and _point == "record-after-link" and "/log/" in target:
             _pause()
@@ -169,7 +171,7 @@ async def fault(j: Journal, key: ThreadKey, point: str) -> None:
         rec = await w.append([say(f"f-{i}")], batch_id=f"f-{i}")
         out(f"ACK {rec.version} f-{i}")
     _armed = True
-    if point.startswith(("checkpoint", "hint")):
+    if point.startswith(("checkpoint", "chunks", "hint")):
         await w.checkpoint()
     elif point.startswith("lease"):
         await w.renew()

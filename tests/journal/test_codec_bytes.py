@@ -24,3 +24,23 @@ def test_encoded_body_and_digest_match_the_documented_format():
     assert hashlib.sha256(b"\x01" * 32 + body).digest() == encoded.hash
     assert parsed.content_digest() == encoded.content_digest
     assert len(encoded.blobs) == 1
+
+
+def test_chunk_encoder_hands_over_the_bytes_it_encoded():
+    """``packed`` holds, for the chunks a call encoded, what ``pack_chunk`` gives."""
+    from journal.checkpoint import ChunkEncoder, pack_chunk
+
+    messages = [ev.Msg("user", f"message {i}") for i in range(300)]
+    encoder = ChunkEncoder()
+    first = encoder.chunk(messages[:200])
+    assert len(first) > 1
+    assert encoder.packed == {d: pack_chunk(m)[1] for d, m in first}
+    for digest, data in encoder.packed.items():
+        assert hashlib.sha256(data).hexdigest() == digest
+    second = encoder.chunk(messages)
+    # Closed chunks are reused without encoding; only the new ones are handed over.
+    reused = {d for d, _ in first[:-1]}
+    assert set(encoder.packed) == {d for d, _ in second} - reused
+    assert encoder.packed == {
+        d: pack_chunk(m)[1] for d, m in second if d not in reused
+    }
