@@ -149,9 +149,7 @@ class LocalStore(ObjectStore):
             self._sync_dir(directory)
         return _etag(data)
 
-    def _publish_many(
-        self, items: Sequence[tuple[str, bytes]]
-    ) -> builtins.list[bool]:
+    def _publish_many(self, items: Sequence[tuple[str, bytes]]) -> builtins.list[bool]:
         # Write every temporary file first and sync them together, then link them
         # all and sync each directory once: n + 1 syncs instead of 2n. Nothing is
         # linked before its bytes are durable, so no reader sees a partial object.

@@ -15,8 +15,14 @@ def test_encoded_body_and_digest_match_the_documented_format():
         ev.SummarySet("s"),
     ]
     encoded = codec.encode_record(
-        version=7, epoch=2, writer="w", batch_id="b", run_id="r", committed_at=1.5,
-        prev_hash=b"\x01" * 32, events=events,
+        version=7,
+        epoch=2,
+        writer="w",
+        batch_id="b",
+        run_id="r",
+        committed_at=1.5,
+        prev_hash=b"\x01" * 32,
+        events=events,
     )
     parsed = codec.parse_record(encoded.data, label="t", version=7)
     # The body re-encoded from its decoded form is byte for byte what was written.
@@ -41,6 +47,4 @@ def test_chunk_encoder_hands_over_the_bytes_it_encoded():
     # Closed chunks are reused without encoding; only the new ones are handed over.
     reused = {d for d, _ in first[:-1]}
     assert set(encoder.packed) == {d for d, _ in second} - reused
-    assert encoder.packed == {
-        d: pack_chunk(m)[1] for d, m in second if d not in reused
-    }
+    assert encoder.packed == {d: pack_chunk(m)[1] for d, m in second if d not in reused}
