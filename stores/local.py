@@ -74,15 +74,17 @@ class LocalStore(ObjectStore):
     empty segment, a segment starting with ``.`` (reserved for the store's own
     temporary and lock files), a backslash or a NUL raises ``ValueError``.
 
-    Log records (``<20 digits>.rec``, and other names ending in ``.rec``) live in
-    append-only segment files (:mod:`stores.segments`): one ``fdatasync`` per create
-    instead of a file sync plus a directory sync. ``segments=False`` publishes them as
-    files like every other object; either store reads what the other wrote.
+    Log records (``<20 digits>.rec``, and other names ending in ``.rec``) and
+    content-addressed blobs (64 hex digits) live in append-only segment files
+    (:mod:`stores.segments`): one ``fdatasync`` per create, or per batch of
+    ``create_many``, instead of a file sync plus a directory sync each.
+    ``segments=False`` publishes them as files like every other object; either
+    store reads what the other wrote.
 
     Args:
         root: The directory holding the objects (created if missing).
         fsync: Whether to fsync files and directories before acknowledging.
-        segments: Whether records go to segment files (the default).
+        segments: Whether records and blobs go to segment files (the default).
     """
 
     def __init__(
@@ -155,18 +157,22 @@ class LocalStore(ObjectStore):
         # linked before its bytes are durable, so no reader sees a partial object.
         created = [False] * len(items)
         staged: builtins.list[tuple[int, str, str, str]] = []  # i, key, path, temp
+        framed: dict[str, builtins.list[int]] = {}  # directory -> items
         try:
             for i, (key, data) in enumerate(items):
                 path = self._path(key)
-                if self._segmented(path) is not None:
-                    with contextlib.suppress(ObjectExistsError):
-                        self._publish(key, data)
-                        created[i] = True
+                where = self._segmented(path)
+                if self.segments and where is not None:
+                    framed.setdefault(where[0], []).append(i)
                     continue
                 directory = os.path.dirname(path)
                 with _map_errors(key):
                     self._ensure_dir(directory)
-                    if os.path.exists(path):
+                    if os.path.exists(path) or (
+                        # Written as a frame by a store with segments on.
+                        where is not None
+                        and self._segs.read(directory, where[1]) is not None
+                    ):
                         continue
                     tmp = write_temp(directory, data, fsync=False, prefix=_TMP_PREFIX)
                 staged.append((i, key, path, tmp))
@@ -187,6 +193,19 @@ class LocalStore(ObjectStore):
             for directory in sorted(linked):
                 with _map_errors(directory):
                     self._sync_dir(directory)
+            for directory, positions in framed.items():
+                # One write and one sync per segment for all of them.
+                with _map_errors(items[positions[0]][0]):
+                    self._ensure_dir(directory)
+                    done = self._segs.create_many(
+                        directory,
+                        [
+                            (os.path.basename(self._path(items[i][0])), items[i][1])
+                            for i in positions
+                        ],
+                    )
+                for i, ok in zip(positions, done, strict=True):
+                    created[i] = ok
         finally:
             for *_, tmp in staged:
                 with contextlib.suppress(OSError):

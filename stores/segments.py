@@ -10,7 +10,9 @@ partial object (a frame is visible only once complete and checksummed).
 Which names live in segments: ``<20 digits>.rec`` (a journal record), in segment
 ``.seg-<version // RECORDS_PER_SEGMENT>`` of its directory, so that reading the tail
 of a long log scans only the newest segment. Other names ending in ``.rec`` share
-``.seg-other``. Everything else stays a file.
+``.seg-other``; content-addressed blobs (64 lowercase hex digits, the journal's
+``blobs/<sha256>``) share ``.seg-blobs``, where :meth:`SegmentSet.create_many`
+appends a batch with one write and one sync. Everything else stays a file.
 
 A frame (the first frame of a segment is its random 16-byte file id, kind 3, so
 that a cached index is never applied to a new file that reused the inode number)::
@@ -77,7 +79,8 @@ _CRC = struct.Struct(">I")
 _PUT, _TOMBSTONE, _FILE_ID = 1, 2, 3
 _SHORT = "short"  # a frame whose header checks out but whose bytes end early
 _RECORD = re.compile(r"^(\d{20})\.rec$")
-_SEGMENT = re.compile(r"^\.seg-(\d{20}|other)$")
+_BLOB = re.compile(r"^[0-9a-f]{64}$")
+_SEGMENT = re.compile(r"^\.seg-(\d{20}|other|blobs)$")
 
 
 def segment_of(name: str) -> str | None:
@@ -87,6 +90,8 @@ def segment_of(name: str) -> str | None:
         return f"{SEGMENT_PREFIX}{int(match.group(1)) // RECORDS_PER_SEGMENT:020d}"
     if name.endswith(".rec"):
         return f"{SEGMENT_PREFIX}other"
+    if _BLOB.match(name) is not None:
+        return f"{SEGMENT_PREFIX}blobs"
     return None
 
 
@@ -223,30 +228,41 @@ class _Segment:
         Returns:
             Whether this append started the file (its name must then be synced).
         """
+        return self.append_frames(fd, [(kind, name, data)])
+
+    def append_frames(self, fd: int, items: Sequence[tuple[int, str, bytes]]) -> bool:
+        """Append ``(kind, name, data)`` frames in one write and one sync.
+
+        The caller holds the lock. Returns whether this append started the file.
+        """
         index = self.index
         if index.torn:
             # An unacknowledged, incomplete frame left by a crashed writer.
             os.ftruncate(fd, index.end)
             index.torn = 0
         started = index.end == 0
-        payload = frame(kind, name, data)
+        head = b""
         if started:
             # Every segment starts with a random id, so that an index of an unlinked
             # file is never taken for one of a new file that got its inode number.
             file_id = os.urandom(16)
-            payload = frame(_FILE_ID, "", file_id) + payload
+            head = frame(_FILE_ID, "", file_id)
             index.file_id = file_id
+        frames = [frame(kind, name, data) for kind, name, data in items]
+        payload = head + b"".join(frames)
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view) :]
         if self.fsync:
             os.fdatasync(fd)
-        start = index.end
+        pos = index.end + len(head)
+        for (kind, name, data), framed in zip(items, frames, strict=True):
+            if kind == _PUT:
+                index.live[name] = (pos + len(framed) - 4 - len(data), len(data))
+            else:
+                index.live.pop(name, None)
+            pos += len(framed)
         index.end += len(payload)
-        if kind == _PUT:
-            index.live[name] = (start + len(payload) - 4 - len(data), len(data))
-        else:
-            index.live.pop(name, None)
         return started
 
     def read(self, name: str) -> bytes | None:
@@ -358,6 +374,45 @@ class SegmentSet:
             fsync_dir(directory)
             index.dir_synced = True
         return _etag(data)
+
+    def create_many(
+        self, directory: str, items: Sequence[tuple[str, bytes]]
+    ) -> list[bool]:
+        """Create the names not yet present, one write and one sync per segment.
+
+        Returns:
+            Per item, whether it was created (False: the name existed, as a frame
+            or as a plain file, or came earlier in ``items``).
+        """
+        created = [False] * len(items)
+        by_segment: dict[str, list[int]] = {}
+        for i, (name, _) in enumerate(items):
+            seg_name = segment_of(name)
+            assert seg_name is not None  # noqa: S101 - callers route only these
+            by_segment.setdefault(seg_name, []).append(i)
+        for seg_name, positions in by_segment.items():
+            segment = self.segment(os.path.join(directory, seg_name))
+            with segment.locked(create=True) as fd:
+                assert fd is not None  # noqa: S101 - created above
+                fresh: dict[str, int] = {}
+                for i in positions:
+                    name = items[i][0]
+                    if (
+                        name not in fresh
+                        and name not in segment.index.live
+                        and not os.path.exists(os.path.join(directory, name))
+                    ):
+                        fresh[name] = i
+                if not fresh:
+                    continue
+                segment.append_frames(fd, [(_PUT, *items[i]) for i in fresh.values()])
+                for i in fresh.values():
+                    created[i] = True
+                index = segment.index
+            if self.fsync and not index.dir_synced:
+                fsync_dir(directory)
+                index.dir_synced = True
+        return created
 
     def replace(
         self, directory: str, name: str, data: bytes, if_match: str | None, *, key: str

@@ -111,6 +111,10 @@ def _is_log_segment(fd: int) -> bool:
     return "/log/.seg-" in target
 
 
+def _is_blob_segment(fd: int) -> bool:
+    return os.readlink(f"/proc/self/fd/{fd}").endswith("/blobs/.seg-blobs")
+
+
 def _install_fault_points() -> None:
     real_link, real_rename, real_unlink = os.link, os.rename, os.unlink
     real_write, real_fdatasync = os.write, os.fdatasync
@@ -124,6 +128,8 @@ def _install_fault_points() -> None:
 
     def fdatasync(fd):
         if _armed and _point == "record-before-fdatasync" and _is_log_segment(fd):
+            _pause()
+        if _armed and _point == "chunks-before-fdatasync" and _is_blob_segment(fd):
             _pause()
         real_fdatasync(fd)
         if _armed and _point == "record-after-fdatasync" and _is_log_segment(fd):

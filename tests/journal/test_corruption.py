@@ -24,7 +24,7 @@ from journal import codec as jcodec
 from journal.log import ThreadLog, version_of
 from projections import AgentStateProjection, fold
 from stores.testing.journal_contract import RecordingStore
-from tests.stores._segment_child import PUT, encode_frame, record_frame
+from tests.stores._segment_child import PUT, encode_frame, object_frame
 
 
 @dataclass(frozen=True)
@@ -93,16 +93,14 @@ async def overwrite(where: Where, j: Journal, store_key: str, data: bytes) -> No
     if path.exists():  # a plain file (checkpoints, blobs, records as files)
         path.write_bytes(data)  # in place: same file, new bytes
         return
-    version = version_of(store_key)
-    assert version is not None, store_key
-    segment, frame = record_frame(path.parent, version)
+    segment, frame = object_frame(path.parent, path.name)
     old = segment.read_bytes()[frame.data_at : frame.data_at + frame.data_len]
     if len(data) == frame.data_len:
         # Damage inside the frame: its header holds, its data checksum fails.
         with segment.open("r+b") as fh:
             fh.seek(frame.data_at)
             fh.write(data)
-        assert record_frame(path.parent, version)[1].data_ok is (data == old)
+        assert object_frame(path.parent, path.name)[1].data_ok is (data == old)
     else:
         # A record of another length: the frame rewritten whole, valid as a frame.
         content = segment.read_bytes()

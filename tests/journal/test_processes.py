@@ -210,8 +210,10 @@ async def test_writer_killed_at_random_moments(root):
         ("record-before-fdatasync", "segments", True, False),
         ("record-after-fdatasync", "segments", True, False),
         # Checkpoints, the hint and the lease are files in either layout.
-        # A checkpoint's new chunks are synced together before any is linked.
-        ("chunks-before-link", "segments", False, True),
+        # A checkpoint's new chunks: frames in one write and one sync, or files
+        # synced together before any is linked.
+        ("chunks-before-fdatasync", "segments", False, False),
+        ("chunks-before-link", "files", False, True),
         ("checkpoint-before-link", "segments", False, True),
         ("hint-before-rename", "segments", False, True),
         ("lease-before-rename", "segments", False, True),

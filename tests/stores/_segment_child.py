@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from journal.errors import ObjectExistsError
 from stores.local import LocalStore
-from stores.segments import RECORDS_PER_SEGMENT
+from stores.segments import RECORDS_PER_SEGMENT, segment_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -145,6 +145,18 @@ def record_frame(log_dir: Path, version: int) -> tuple[Path, Frame]:
     found = live(parse_segment(path)[0]).get(record_name(version))
     if found is None:
         raise LookupError(f"no frame for version {version} in {path}")
+    return path, found
+
+
+def object_frame(directory: Path, name: str) -> tuple[Path, Frame]:
+    """The segment file and the frame holding any framed object's current bytes."""
+    seg_name = segment_of(name)
+    if seg_name is None:
+        raise LookupError(f"{name} is never framed")
+    path = directory / seg_name
+    found = live(parse_segment(path)[0]).get(name)
+    if found is None:
+        raise LookupError(f"no frame for {name} in {path}")
     return path, found
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -193,6 +194,51 @@ async def test_an_append_to_a_segment_costs_one_fdatasync(tmp_path, monkeypatch)
     assert [f.name for f in parse_segment(seg(tmp_path, 1))[0]] == [
         record_name(v) for v in (1, 2, 3)
     ]
+
+
+def _count_syncs(monkeypatch) -> list[str]:
+    calls: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync")
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        calls.append("fdatasync")
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return calls
+
+
+@pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
+async def test_a_batch_of_blobs_costs_one_sync_per_segment(
+    tmp_path, monkeypatch, segments
+):
+    """create_many: one fdatasync for all framed blobs; n + 1 syncs as files."""
+    store = LocalStore(tmp_path, segments=segments)
+    blobs = [os.urandom(100 * i + 1) for i in range(6)]
+    items = [(f"t/blobs/{hashlib.sha256(b).hexdigest()}", b) for b in blobs]
+    await store.create_many(items[:1])  # the directory (and segment) exist
+    calls = _count_syncs(monkeypatch)
+    assert await store.create_many(items) == [False] + [True] * 5
+    assert calls == (["fdatasync"] if segments else ["fsync"] * 6)
+    monkeypatch.undo()
+    names = os.listdir(tmp_path / "t" / "blobs")
+    assert (
+        names == [".seg-blobs"]
+        if segments
+        else sorted(names) == sorted(k.rpartition("/")[2] for k, _ in items)
+    )
+    for reader in (store, LocalStore(tmp_path, segments=not segments)):
+        assert await reader.read_many([k for k, _ in items]) == blobs
+        assert await reader.list("t/blobs/") == sorted(k for k, _ in items)
+    # Deleting them all frees the segment, as it does for records.
+    for key, _ in items:
+        assert await store.delete(key)
+    assert os.listdir(tmp_path / "t" / "blobs") == []
 
 
 # --- races ----------------------------------------------------------------------------
@@ -820,7 +866,8 @@ async def test_load_after_a_checkpoint_reads_only_the_newest_segment(
     assert state.version == 1105
     assert state.to_json() == expected.to_json()
     assert opened
-    assert set(opened) == {segment_name(1024)}
+    # Of the log, only the newest segment; the checkpoint's chunks are in theirs.
+    assert set(opened) == {segment_name(1024), ".seg-blobs"}
 
 
 # --- mixed layouts --------------------------------------------------------------------
