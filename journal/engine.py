@@ -133,7 +133,9 @@ class Journal:
 
     Args:
         store: The object store.
-        checkpoint_every: Automatic checkpoint interval in records (0: off).
+        checkpoint_every: Automatic checkpoint interval in records (0: off); a
+            writer checkpoints at the first chunk boundary after it, and after
+            twice it in any case (see ``CheckpointPolicy``).
         blob_threshold: Encoded events larger than this become blobs.
         clock: Wall clock in seconds (lease expiry, ``committed_at``).
     """
@@ -1271,7 +1273,12 @@ class ThreadWriter:
         if not batch:
             raise ValueError("append needs at least one event")
         async with self._lock:
-            return await self._commit(batch, batch_id, run_id, expected_version)
+            record = await self._commit(batch, batch_id, run_id, expected_version)
+        if self._checkpointer is not None and not self._checkpointer.done():
+            # On a store whose calls never suspend (memory://) a loop of appends
+            # would otherwise starve the background checkpoint forever.
+            await asyncio.sleep(0)
+        return record
 
     def _check_writable(self) -> None:
         if self._fenced is not None:
@@ -1424,7 +1431,7 @@ class ThreadWriter:
         self._batches[record.batch_id] = record
         if len(self._batches) > 1024:
             self._batches.pop(next(iter(self._batches)))
-        if self.journal.policy.due(self.version, self._last_checkpoint):
+        if self.journal.policy.due(self.version, self._last_checkpoint, state.context):
             self._schedule_checkpoint()
 
     # --- checkpoints ---

@@ -72,9 +72,9 @@ class JournalPeer(Adapter):
         elif fsync:
             variant = "local disk, fsync=True"
             durability = (
-                "fsync=True (default): each record is written to a temp file, "
-                "fsynced, linked into place, and its directory fsynced before "
-                "append returns"
+                "fsync=True (default): each record is appended to the thread's "
+                "segment file and fdatasync-ed before append returns (the "
+                "segment's directory is synced when the segment is created)"
             )
         else:
             variant = "local disk, fsync=False"

@@ -813,11 +813,13 @@ async def build_long_thread(
     root: Path, count: int
 ) -> tuple[Journal, ThreadKey, _Clock, Path]:
     clock = _Clock()
-    j = Journal(LocalStore(root, fsync=False), checkpoint_every=100, clock=clock)
+    j = Journal(LocalStore(root, fsync=False), checkpoint_every=0, clock=clock)
     key = ThreadKey("long-agent", "s", user_id="u")
     async with j.writer(key, holder="long") as w:
         while w.version < count:
             await w.append([say(f"msg-{w.version + 1}")])
+            if w.version % 100 == 0:
+                await w.checkpoint()
     return j, key, clock, root / key.prefix / "log"
 
 

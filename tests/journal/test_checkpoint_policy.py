@@ -1,0 +1,95 @@
+"""When a writer checkpoints on its own: after the interval, at a chunk boundary."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
+from journal.checkpoint import (
+    OPEN_RUN_SLACK,
+    CheckpointPolicy,
+    ChunkEncoder,
+    _is_boundary,
+    open_run,
+)
+from journal.log import ThreadLog
+
+
+def _ids(boundary: bool, n: int) -> list[str]:
+    """``n`` message ids that are (or are not) chunk boundaries."""
+    out: list[str] = []
+    while len(out) < n:
+        candidate = uuid.uuid4().hex
+        if _is_boundary(candidate) == boundary:
+            out.append(candidate)
+    return out
+
+
+def _msgs(ids: list[str]) -> list[Msg]:
+    return [Msg("user", f"m{i}", id=i) for i in ids]
+
+
+def test_open_run_counts_the_messages_after_the_last_boundary():
+    plain, edge = _ids(False, 9), _ids(True, 1)
+    assert open_run([], 4) == 0
+    assert open_run(_msgs(edge), 4) == 0
+    assert open_run(_msgs(edge + plain[:3]), 4) == 3
+    assert open_run(_msgs(edge + plain), 4) == 5  # capped at limit + 1
+    assert open_run(_msgs(plain[:2]), 4) == 2  # no boundary: all of them are open
+
+
+def test_due_waits_for_a_boundary_but_not_forever():
+    policy = CheckpointPolicy(10)
+    open_ctx = _msgs(_ids(True, 1) + _ids(False, OPEN_RUN_SLACK + 1))
+    closed_ctx = _msgs(_ids(False, 7) + _ids(True, 1))
+    assert not policy.due(9, 0, closed_ctx)  # before the interval
+    assert policy.due(10, 0, closed_ctx)
+    assert not policy.due(10, 0, open_ctx)
+    assert not policy.due(19, 0, open_ctx)
+    assert policy.due(20, 0, open_ctx)  # twice the interval: regardless
+    assert policy.due(10, 0)  # no context given: the plain interval
+    assert not CheckpointPolicy(0).due(1000, 0, closed_ctx)
+    with pytest.raises(ValueError, match="every"):
+        CheckpointPolicy(-1)
+
+
+async def test_automatic_checkpoints_leave_next_to_nothing_open():
+    """Automatic checkpoints come at least the interval apart, and one that was not
+    forced (at twice the interval) leaves at most OPEN_RUN_SLACK messages in a
+    partly filled last chunk. (A checkpoint still being written when the next is
+    due delays that one, so gaps may exceed twice the interval.)"""
+    j = Journal.open(f"memory://policy-{uuid.uuid4().hex}", checkpoint_every=20)
+    key = ThreadKey("agent", "policy", "main")
+    contexts: dict[int, list[Msg]] = {}
+    async with j.writer(key) as w:
+        for i in range(1500):
+            events: list[object] = [
+                MessageAppended(Msg("user", f"turn {i}.{n}", id=f"m-{i}-{n}"))
+                for n in range(i % 7)
+            ]
+            if i % 7 == 0:
+                events.append(SummarySet(f"summary {i}"))  # a record without messages
+            await w.append(events)
+            contexts[w.version] = list(w.state.context)
+        await w.checkpoint()  # waits for the background one too
+    versions = await ThreadLog(j.store, key).checkpoint_versions()
+    automatic = versions[:-1]
+    # How many there are depends on how fast the background writes finish.
+    assert len(automatic) >= 10, versions
+    previous, waited = 0, 0
+    for version in automatic:
+        gap = version - previous
+        assert gap >= 20, versions
+        if gap < 40:
+            waited += 1
+            context = contexts[version]
+            assert open_run(context, OPEN_RUN_SLACK) <= OPEN_RUN_SLACK
+            # The chunker agrees: its last chunk is closed or holds that few.
+            last = ChunkEncoder().chunk(context)[-1][1]
+            assert _is_boundary(last[-1].id) or len(last) <= OPEN_RUN_SLACK
+        previous = version
+    assert waited >= 3, versions  # some came at a boundary, before being forced
+    state = await Journal.open(j.store.url, checkpoint_every=0).load(key)
+    assert state.context == contexts[max(contexts)]
