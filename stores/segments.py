@@ -78,6 +78,9 @@ _HEAD = struct.Struct(">4sBHI")
 _CRC = struct.Struct(">I")
 _PUT, _TOMBSTONE, _FILE_ID = 1, 2, 3
 _SHORT = "short"  # a frame whose header checks out but whose bytes end early
+_NEED = "need"  # a frame whose header lies past the end of the window read
+_WINDOW = 256 * 1024  # how much of a segment an index scan reads at a time
+_SMALL_WINDOW = 4096  # ... after a frame larger than this, whose data it skips
 _RECORD = re.compile(r"^(\d{20})\.rec$")
 _BLOB = re.compile(r"^[0-9a-f]{64}$")
 _SEGMENT = re.compile(r"^\.seg-(\d{20}|other|blobs)$")
@@ -148,15 +151,27 @@ class _Segment:
         self.lock = threading.Lock()  # flock does not exclude threads of a process
 
     def _scan(self, fd: int, size: int) -> None:
+        # Reads the new part of the file a window at a time and jumps over the data
+        # of frames larger than a small window: indexing a segment of large blobs
+        # reads their headers, not their bytes.
         index = self.index
         if size <= index.end:
             index.torn = 0
             return
-        buf = os.pread(fd, size - index.end, index.end)
-        pos, base = 0, index.end
-        valid_end = 0
-        while pos < len(buf):
-            parsed = _parse(buf, pos)
+        base, buf, pos = index.end, b"", 0  # buf holds the file from offset base
+        window, whole = _WINDOW, False  # whole: buf runs to the end of the file
+        valid_end = base
+        while base + pos < size:
+            parsed = _parse(buf, pos, size - base)
+            if parsed == _NEED or (parsed is None and not whole):
+                # Read on from this frame: a window for its header, or the whole
+                # rest after a bad header (it must be searched for the next frame)
+                # or when a window read right here was too small for the header.
+                grown = pos == 0 and bool(buf)
+                base, pos = base + pos, 0
+                whole = parsed is None or grown or size - base <= window
+                buf = os.pread(fd, size - base if whole else window, base)
+                continue
             if parsed == _SHORT:
                 break  # torn, or still being written: never look inside it
             if parsed is None:
@@ -168,15 +183,20 @@ class _Segment:
                 pos = nxt
                 continue
             assert not isinstance(parsed, str)  # noqa: S101 - narrowed above
-            kind, name, data_at, length, pos = parsed
+            kind, name, data_at, length, end = parsed
             if kind == _PUT:
                 index.live[name] = (base + data_at, length)
             elif kind == _TOMBSTONE:
                 index.live.pop(name, None)
             elif base + data_at == _ID_FRAME_SIZE - 4 - 16:
+                if data_at + length > len(buf):
+                    base, pos, buf = base + pos, 0, b""  # re-read it whole
+                    continue
                 index.file_id = buf[data_at : data_at + length]
-            valid_end = pos
-        index.end = base + valid_end
+            pos = end
+            valid_end = base + pos
+            window = _SMALL_WINDOW if length > _SMALL_WINDOW else _WINDOW
+        index.end = valid_end
         index.torn = size - index.end
 
     def refresh(self, fd: int) -> None:
@@ -295,27 +315,43 @@ class _Segment:
                 os.close(fd)
 
 
-def _parse(buf: bytes, pos: int) -> tuple[int, str, int, int, int] | str | None:
+def _parse(
+    buf: bytes, pos: int, available: int | None = None
+) -> tuple[int, str, int, int, int] | str | None:
     """Parse the frame at ``pos``.
 
+    Args:
+        buf: Bytes of the file.
+        pos: Where the frame starts in ``buf``.
+        available: How many bytes the file holds from the start of ``buf`` (more
+            than ``buf`` when it is a window); the frame's data need not be in
+            ``buf``, only its header.
+
     Returns:
-        (kind, name, data offset, data length, end); ``_SHORT`` when the bytes end
-        before the frame does (a torn or in-progress append); None for a bad header.
+        (kind, name, data offset, data length, end); ``_SHORT`` when the file ends
+        before the frame does (a torn or in-progress append); ``_NEED`` when the
+        header lies past the end of ``buf`` but not of the file; None for a bad
+        header.
     """
-    if len(buf) - pos < _HEAD.size:
+    limit = len(buf) if available is None else available
+    if limit - pos < _HEAD.size:
         return _SHORT
+    if len(buf) - pos < _HEAD.size:
+        return _NEED
     magic, kind, name_len, data_len = _HEAD.unpack_from(buf, pos)
     if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE, _FILE_ID):
         return None
     head_end = pos + _HEAD.size + name_len
-    if len(buf) < head_end + 4:
+    if limit < head_end + 4:
         return _SHORT
+    if len(buf) < head_end + 4:
+        return _NEED
     (head_crc,) = _CRC.unpack_from(buf, head_end)
     if zlib.crc32(memoryview(buf)[pos:head_end]) != head_crc:
         return None
     data_at = head_end + 4
     end = data_at + data_len + 4
-    if len(buf) < end:
+    if limit < end:
         return _SHORT
     try:
         name = buf[pos + _HEAD.size : head_end].decode("utf-8")
