@@ -17,6 +17,7 @@ one whose hash does not match the log is refused.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -119,12 +120,18 @@ class ChunkEncoder:
     last time are reused and only the still-open last chunk and the new messages are
     processed. Anything else starts over.
 
+    Args:
+        yield_every: When chunking in a worker thread, release the GIL every this
+            many messages encoded (0: never), so that a commit on the event loop
+            does not wait for the whole chunking.
+
     Attributes:
         packed: The bytes of the chunks the latest call encoded, by digest (the
             reused ones are not in it), so that writing them encodes nothing twice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, yield_every: int = 0) -> None:
+        self.yield_every = yield_every
         self._previous: list[Msg] = []
         self._closed: list[tuple[str, list[Msg]]] = []
         self._closed_upto = 0
@@ -152,6 +159,11 @@ class ChunkEncoder:
         size = 0
         packed: dict[str, bytes] = {}
         for i in range(start, len(messages)):
+            if self.yield_every and i % self.yield_every == 0:
+                # Encoding never releases the GIL: let a waiting thread (the
+                # event loop finishing a commit) run, instead of making it wait
+                # for the whole chunking.
+                time.sleep(0)
             msg = messages[i]
             data = _encoder.encode(msg)
             run.append(msg)

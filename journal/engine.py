@@ -1051,7 +1051,8 @@ class ThreadWriter:
         self._last_checkpoint = 0
         self._chunks: set[str] = set()
         self._chunker = ChunkEncoder()  # state updates, on the event loop
-        self._checkpoint_chunker = ChunkEncoder()  # checkpoints, in a worker thread
+        # Checkpoints chunk in a worker thread, yielding the GIL as they go.
+        self._checkpoint_chunker = ChunkEncoder(yield_every=16)
         self._batches: dict[str, codec.Record] = {}
         self._uncertain: dict[int, tuple[str, bytes]] = {}
         self._lock = asyncio.Lock()

@@ -48,3 +48,21 @@ def test_chunk_encoder_hands_over_the_bytes_it_encoded():
     reused = {d for d, _ in first[:-1]}
     assert set(encoder.packed) == {d for d, _ in second} - reused
     assert encoder.packed == {d: pack_chunk(m)[1] for d, m in second if d not in reused}
+
+
+def test_a_chunker_that_yields_the_gil_chunks_alike(monkeypatch):
+    """``yield_every`` only releases the GIL now and then: same chunks, same bytes."""
+    import time
+
+    from journal.checkpoint import ChunkEncoder
+
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: (sleeps.append(s), real_sleep(s)))
+    messages = [ev.Msg("user", f"message {i}") for i in range(500)]
+    plain, yielding = ChunkEncoder(), ChunkEncoder(yield_every=7)
+    for upto in (100, 500):
+        assert yielding.chunk(messages[:upto]) == plain.chunk(messages[:upto])
+        assert yielding.packed == plain.packed
+    assert sleeps
+    assert set(sleeps) == {0}
