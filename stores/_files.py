@@ -9,7 +9,7 @@ import contextlib
 import os
 import uuid
 
-__all__ = ["ensure_dirs", "fsync_dir", "write_temp"]
+__all__ = ["ensure_dirs", "fsync_dir", "rename_into_place", "write_temp"]
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -69,3 +69,16 @@ def write_temp(
         raise
     os.close(fd)
     return tmp
+
+
+def rename_into_place(tmp: str, path: str | os.PathLike[str]) -> None:
+    """Rename the temporary file ``tmp`` over ``path``; remove it if that fails.
+
+    The rename is atomic: readers see the old file or the new one, never a mix.
+    """
+    try:
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -33,7 +33,7 @@ from journal.errors import (
     StorageError,
 )
 from journal.store import ObjectStore
-from stores._files import ensure_dirs, fsync_dir, write_temp
+from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
 from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
 
 if TYPE_CHECKING:
@@ -220,15 +220,11 @@ class LocalStore(ObjectStore):
         directory = os.path.dirname(path)
         with _map_errors(key):
             self._ensure_dir(directory)
-            tmp = write_temp(directory, data, fsync=False, prefix=_TMP_PREFIX)
-            try:
-                # rename is atomic: readers see the old hint or the new one, and a
-                # crash may lose it, which a hint allows.
-                os.rename(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            # rename is atomic: readers see the old hint or the new one, and a
+            # crash may lose it, which a hint allows.
+            rename_into_place(
+                write_temp(directory, data, fsync=False, prefix=_TMP_PREFIX), path
+            )
 
     def _swap(self, key: str, data: bytes, if_match: str | None) -> str:
         path = self._path(key)
@@ -249,13 +245,7 @@ class LocalStore(ObjectStore):
                         current = _etag(fh.read())
                     if current != if_match:
                         raise PreconditionFailedError(key)
-                tmp = self._write_temp(directory, data)
-                try:
-                    os.rename(tmp, path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
+                rename_into_place(self._write_temp(directory, data), path)
                 self._sync_dir(directory)
             finally:
                 os.close(lock_fd)  # closing the descriptor releases the flock

@@ -34,7 +34,7 @@ import msgspec
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from journal.keys import decode_segment, encode_segment
 from projections.agent_state import AgentState
-from stores._files import ensure_dirs, fsync_dir, write_temp
+from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
 from stores.state.base import (
     AgentStateStoreBase,
     SlotKey,
@@ -227,12 +227,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
                 prefix=f".{slot.name}.",
                 mode=0o600,
             )
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            rename_into_place(tmp, path)
             if self.fsync:
                 fsync_dir(directory)
             return new

@@ -169,33 +169,6 @@ class TestSegmentFrames(StoreContract):
 # --- one sync per append --------------------------------------------------------------
 
 
-async def test_an_append_to_a_segment_costs_one_fdatasync(tmp_path, monkeypatch):
-    store = LocalStore(tmp_path)
-    await store.create(rec(1), b"the segment and its directory exist")
-    calls: list[str] = []
-    real_fsync, real_fdatasync = os.fsync, os.fdatasync
-
-    def fsync(fd: int) -> None:
-        calls.append("fsync")
-        real_fsync(fd)
-
-    def fdatasync(fd: int) -> None:
-        calls.append("fdatasync")
-        real_fdatasync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
-    await store.create(rec(2), b"x")
-    assert calls == ["fdatasync"]
-    calls.clear()
-    await LocalStore(tmp_path, fsync=False).create(rec(3), b"y")
-    assert calls == []
-    assert sorted(os.listdir(tmp_path / LOG)) == [segment_name(1)]
-    assert [f.name for f in parse_segment(seg(tmp_path, 1))[0]] == [
-        record_name(v) for v in (1, 2, 3)
-    ]
-
-
 def _count_syncs(monkeypatch) -> list[str]:
     calls: list[str] = []
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
@@ -211,6 +184,21 @@ def _count_syncs(monkeypatch) -> list[str]:
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     return calls
+
+
+async def test_an_append_to_a_segment_costs_one_fdatasync(tmp_path, monkeypatch):
+    store = LocalStore(tmp_path)
+    await store.create(rec(1), b"the segment and its directory exist")
+    calls = _count_syncs(monkeypatch)
+    await store.create(rec(2), b"x")
+    assert calls == ["fdatasync"]
+    calls.clear()
+    await LocalStore(tmp_path, fsync=False).create(rec(3), b"y")
+    assert calls == []
+    assert sorted(os.listdir(tmp_path / LOG)) == [segment_name(1)]
+    assert [f.name for f in parse_segment(seg(tmp_path, 1))[0]] == [
+        record_name(v) for v in (1, 2, 3)
+    ]
 
 
 @pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
