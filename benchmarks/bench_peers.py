@@ -622,7 +622,7 @@ def render(res: Results) -> str:
         "Each cell: median / mean / p99 of the timed turns at that thread length. "
         "The mean is the total time the system spent on them divided by their "
         "number, including work it finished in the background (agent-journal "
-        "writes its checkpoint every 100 records in a background task: the time "
+        "checkpoints in a background task, 100 to 200 records apart: the time "
         "to finish it is added); x compares means. With "
         f"{plan.samples} samples the p99 (the sample at rank 0.99 n) is the slowest "
         "turn; it catches the turn that takes a checkpoint or a snapshot.",
@@ -794,7 +794,7 @@ def render(res: Results) -> str:
         "- agent-journal: one `ThreadWriter.append` of the turn's MessageAppended "
         "events (plus TodosWritten / PlanModeEntered / PlanModeExited / SummarySet "
         "when side state changes) through a held writer; default checkpoints "
-        "(every 100 records). Load: `Journal.load`.",
+        "(100 to 200 records apart, at a chunk boundary). Load: `Journal.load`.",
         "- LangGraph: one `put` of the checkpoint a MessagesState graph writes at "
         'the end of an `invoke(..., durability="exit")`: the whole message list and '
         "the side-state channels as channel values, the bumped channel versions as "

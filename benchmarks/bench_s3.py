@@ -15,7 +15,7 @@ One run starts moto's S3 server on loopback and measures, in this one process:
    straight to moto. The ratio is the journal's overhead over the floor of one
    conditional PUT: encoding, hashing, its bookkeeping, its store layer.
 3. **Load latency**: a fresh ``load`` of a 5,000-turn thread against a 100-turn one,
-   default checkpoints (every 100 records), alternating, each thread in a bucket of
+   each ending one record after a checkpoint, alternating, each thread in a bucket of
    its own. Once for a thread whose context is compacted every 50 turns (as
    long-running agents do) and once for one whose context is never compacted, where
    the load must fetch and decode the whole context and so grows with it. The
@@ -766,9 +766,9 @@ async def main(quick: bool, command: str) -> str:
         ),
         "",
         "The same tail, so the same number of record GETs: what is left is what the",
-        "history costs. A checkpoint every 100 records means a load's tail is",
-        "anywhere from 0 to 99 records, each one GET, wherever the thread stands in",
-        "that cycle; below, both threads 99 records past their last checkpoint:",
+        "history costs. Default checkpoints 100 to 200 records apart mean a load's",
+        "tail is anywhere from 0 to 199 records, each one GET, wherever the thread",
+        "stands in that cycle; below, both threads 99 records past a checkpoint:",
         "",
         *table(
             ("thread", "shape", "requests per load", "load p50 ms", "vs short"), tails
