@@ -11,7 +11,6 @@ Layout under the thread's prefix (see SPEC "Layout")::
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ import msgspec
 from journal import codec
 from journal import events as ev
 from journal.checkpoint import decode_chunk
-from journal.errors import CorruptRecordError, ObjectExistsError, ObjectNotFoundError
+from journal.errors import CorruptRecordError, ObjectNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,14 +112,8 @@ class ThreadLog:
         Raises:
             ObjectExistsError: The slot is taken; read it to decide what happened.
         """
-        for digest, data in encoded.blobs.items():
-            await self.put_blob(digest, data)
+        await self.put_blobs(list(encoded.blobs.items()))
         await self.store.create(self.record_key(version), encoded.data)
-
-    async def put_blob(self, digest: str, data: bytes) -> None:
-        """Create a content-addressed blob (an existing one is the same content)."""
-        with contextlib.suppress(ObjectExistsError):
-            await self.store.create(self.blob_key(digest), data)
 
     async def put_blobs(self, blobs: Sequence[tuple[str, bytes]]) -> None:
         """Create several content-addressed blobs in one batch (existing ones stay)."""
