@@ -60,7 +60,7 @@ async def load(j: Journal, key: ThreadKey) -> None:
     out(f"STATE {state.to_json().decode()}")
 
 
-async def zombie(j: Journal, key: ThreadKey, ttl: float) -> int:
+async def zombie(j: Journal, key: ThreadKey, ttl: float, pause: float = 0.002) -> int:
     w = await j.acquire(key, holder="zombie", lease_ttl=ttl)
     out(f"READY {w.version} {w.epoch}")
     try:
@@ -74,7 +74,7 @@ async def zombie(j: Journal, key: ThreadKey, ttl: float) -> int:
                 return FENCED_EXIT
             out(f"ACK {rec.version} {batch}")
             i += 1
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(pause)
     finally:
         await w.close()
 

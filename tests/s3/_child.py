@@ -1,6 +1,8 @@
-"""A child process for the cross-process journal tests on S3 (run it by path).
+"""A child process for the cross-process journal tests on S3.
 
-``python _child.py MODE URL ENDPOINT KEY_JSON [ARGS...]`` opens
+``python -m tests.s3._child MODE URL ENDPOINT KEY_JSON [ARGS...]``, from the
+repository's root (the writer loops it shares with the local tests' child are
+imported from ``tests.journal._child``), opens
 ``Journal.open(URL, endpoint_url=ENDPOINT, key="testing", secret="testing", ...)``.
 It prints one line per event, each flushed at once, so the parent can tell what was
 acknowledged before it paused or killed us:
@@ -27,60 +29,14 @@ import json
 import sys
 import time
 
-from journal import (
-    FencedError,
-    Journal,
-    LeaseHeldError,
-    MessageAppended,
-    Msg,
-    ThreadKey,
-    ThreadWriter,
-)
+from journal import FencedError, Journal, LeaseHeldError, ThreadKey, ThreadWriter
+from tests.journal._child import out, race, say, zombie
 
-FENCED_EXIT = 3
 CREDENTIALS = {
     "key": "testing",
     "secret": "testing",
     "client_kwargs": {"region_name": "us-east-1"},
 }
-
-
-def out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def say(text: str) -> MessageAppended:
-    return MessageAppended(Msg("assistant", text))
-
-
-async def zombie(j: Journal, key: ThreadKey, ttl: float) -> int:
-    w = await j.acquire(key, holder="zombie", lease_ttl=ttl)
-    out(f"READY {w.version} {w.epoch}")
-    try:
-        i = 0
-        while True:
-            batch = f"z-{i}"
-            try:
-                rec = await w.append([say(f"zombie {i}")], batch_id=batch)
-            except FencedError as exc:
-                out(f"FENCED {batch} {exc.current_epoch}")
-                return FENCED_EXIT
-            out(f"ACK {rec.version} {batch}")
-            i += 1
-            await asyncio.sleep(0.005)
-    finally:
-        await w.close()
-
-
-async def race(j: Journal, key: ThreadKey, ident: str, rounds: int, per: int) -> None:
-    for r in range(rounds):
-        async with j.writer(key, holder=f"racer-{ident}", wait=120, lease_ttl=20) as w:
-            out(f"FENCE {w.version} {w.epoch}")
-            for k in range(per):
-                batch = f"{ident}-{r}-{k}"
-                rec = await w.append([say(batch)], batch_id=batch)
-                out(f"ACK {rec.version} {batch} {rec.epoch}")
 
 
 async def take_over(
@@ -145,7 +101,7 @@ async def main(argv: list[str]) -> int:
     )
     try:
         if mode == "zombie":
-            return await zombie(j, key, float(args[0]))
+            return await zombie(j, key, float(args[0]), pause=0.005)
         if mode == "hold":
             await hold(j, key, float(args[0]))
         elif mode == "race":

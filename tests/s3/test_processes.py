@@ -39,8 +39,8 @@ from journal import (
 from journal.lease import read_lease
 from journal.log import ThreadLog
 from projections import AgentStateProjection, fold
+from tests.journal._child import FENCED_EXIT
 from tests.journal._procs import Child, check_acknowledged, key_json
-from tests.s3._child import FENCED_EXIT
 from tests.services.s3 import journal_options, make_bucket, s3_server  # noqa: F401
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
-CHILD = Path(__file__).with_name("_child.py")
+REPO = Path(__file__).resolve().parents[2]
 
 
 class S3Child(Child):
@@ -60,8 +60,10 @@ class S3Child(Child):
         self.mode = mode
         self._stderr = (errors / f"child-{os.urandom(6).hex()}.err").open("w+")
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), mode, url, endpoint, key_json(key)]
+            [sys.executable, "-m", "tests.s3._child", mode, url, endpoint]
+            + [key_json(key)]
             + [str(a) for a in args],
+            cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
