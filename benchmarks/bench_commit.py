@@ -22,6 +22,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+# This script's directory is on sys.path whether it runs as a script or is imported
+# by bench_s3 (run from the same directory), so the peers' helpers are importable.
+from _peers.base import du
+
 import journal
 from journal import (
     ContextCompacted,
@@ -129,17 +133,6 @@ def _async(fn: Callable[[], object]) -> Callable[[], Awaitable[object]]:
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
-
-
-def du(root: str) -> tuple[int, int]:
-    """(sum of file sizes, allocated bytes) under root."""
-    size = alloc = 0
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            st = os.stat(os.path.join(dirpath, name))
-            size += st.st_size
-            alloc += st.st_blocks * 512
-    return size, alloc
 
 
 async def fill(j: Journal, key: ThreadKey, n: int, start: int = 0) -> int:
