@@ -33,11 +33,21 @@ class Child:
     """One child process; its complete stdout lines are collected as they come."""
 
     def __init__(self, mode: str, root: Path, key: ThreadKey, *args: object) -> None:
+        self._start(
+            mode,
+            [str(CHILD), mode, str(root), key_json(key), *map(str, args)],
+            root.parent,
+        )
+
+    def _start(
+        self, mode: str, argv: list[str], errors: Path, cwd: Path | None = None
+    ) -> None:
+        """Run ``python ARGV`` in ``cwd``; its stderr goes to a file in ``errors``."""
         self.mode = mode
-        self._stderr = (root.parent / f"child-{os.urandom(6).hex()}.err").open("w+")
+        self._stderr = (errors / f"child-{os.urandom(6).hex()}.err").open("w+")
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), mode, str(root), key_json(key)]
-            + [str(a) for a in args],
+            [sys.executable, *argv],
+            cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,

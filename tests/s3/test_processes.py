@@ -12,13 +12,8 @@ killed is what a caller was promised.
 from __future__ import annotations
 
 import asyncio
-import os
-import queue
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -57,21 +52,13 @@ class S3Child(Child):
     def __init__(
         self, mode: str, url: str, endpoint: str, key: ThreadKey, errors: Path, *args
     ) -> None:
-        self.mode = mode
-        self._stderr = (errors / f"child-{os.urandom(6).hex()}.err").open("w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.s3._child", mode, url, endpoint]
-            + [key_json(key)]
+        self._start(
+            mode,
+            ["-m", "tests.s3._child", mode, url, endpoint, key_json(key)]
             + [str(a) for a in args],
+            errors,
             cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
         )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._eof = False
-        threading.Thread(target=self._read, daemon=True).start()
 
 
 class Bucket:
