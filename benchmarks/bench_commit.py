@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -27,6 +27,7 @@ import msgspec
 from _peers.base import du
 
 import journal
+import stores.local
 from journal import (
     ContextCompacted,
     Journal,
@@ -38,6 +39,7 @@ from journal import (
     ToolUseBlock,
 )
 from projections import AgentStateProjection, fold
+from stores._offload import run_blocking
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -128,6 +130,10 @@ def _async(fn: Callable[[], object]) -> Callable[[], Awaitable[object]]:
         return fn()
 
     return run
+
+
+async def _to_thread(fn: Callable[..., object], *args: object) -> object:
+    return await asyncio.to_thread(fn, *args)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -243,6 +249,45 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
                 f"{statistics.median(seg) / statistics.median(files):.2f}x",
             )
         )
+
+    # 1b. The worker-thread hop: asyncio.to_thread against stores._offload's
+    #     run_blocking, first around a no-op, then around a whole durable commit
+    #     (the local store's hop swapped for the block), alternating in blocks of 50.
+    hop: dict[str, list[float]] = {"to_thread": [], "run_blocking": []}
+    for _ in range(n_commit // 50):
+        for name in hop:
+            call = asyncio.to_thread if name == "to_thread" else run_blocking
+            for _ in range(50):
+                hop[name].append(await timed(lambda call=call: call(int)))  # type: ignore[misc]
+    t50, r50 = (statistics.median(hop[n]) for n in ("to_thread", "run_blocking"))
+    rows.append(
+        (
+            "worker-thread hop p50, no-op: asyncio.to_thread / run_blocking",
+            f"{t50 * 1e6:.0f} us / {r50 * 1e6:.0f} us",
+            f"{t50 / r50:.2f}x",
+        )
+    )
+    j = Journal.open(os.path.join(root, "hop"), fsync=True)
+    key = ThreadKey("bench", "hop")
+    hop = {"to_thread": [], "run_blocking": []}
+    local: Any = stores.local  # its hop is swapped below
+    done = 0
+    try:
+        while done < n_commit:
+            for name in hop:
+                local.run_blocking = _to_thread if name == "to_thread" else run_blocking
+                hop[name] += await commit_latencies(j, key, 50, done)
+                done += 50
+    finally:
+        local.run_blocking = run_blocking
+    t50, r50 = (statistics.median(hop[n]) for n in ("to_thread", "run_blocking"))
+    rows.append(
+        (
+            "commit p50 (fsync), local store hopping by to_thread / run_blocking",
+            f"{t50 * 1e3:.3f} ms / {r50 * 1e3:.3f} ms",
+            f"{t50 / r50:.2f}x",
+        )
+    )
 
     # 2. Commit cost flat in history length: 100-record vs big thread, alternating.
     j = Journal.open(os.path.join(root, "flat"), fsync=False)

@@ -5,7 +5,8 @@ temporary file in the target directory, fsync it, ``link`` it to the final name 
 kernel refuses if the name exists: that is the exclusive create), unlink the
 temporary, fsync the directory. No reader ever sees a partial object under its name;
 a crash leaves at most a hidden ``.tmp-*`` file, which :meth:`LocalStore.leftovers`
-reports. All syscalls of one operation run in a single worker-thread hop.
+reports. All syscalls of one operation run in a single worker-thread hop
+(``stores._offload.run_blocking``, a lighter one than ``asyncio.to_thread``).
 
 ``replace`` is a compare-and-swap under an exclusive ``fcntl.flock`` on a hidden lock
 file beside the object, with write-temp-then-``rename``. Etags are content digests.
@@ -16,7 +17,6 @@ loss or kernel crash. It is an explicit, documented trade.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -34,6 +34,7 @@ from journal.errors import (
 )
 from journal.store import ObjectStore
 from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
+from stores._offload import run_blocking
 from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
 
 if TYPE_CHECKING:
@@ -392,37 +393,37 @@ class LocalStore(ObjectStore):
     # --- the protocol ----------------------------------------------------------
 
     async def create(self, key: str, data: bytes) -> str:
-        return await asyncio.to_thread(self._publish, key, data)
+        return await run_blocking(self._publish, key, data)
 
     async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:
-        return await asyncio.to_thread(self._swap, key, data, if_match)
+        return await run_blocking(self._swap, key, data, if_match)
 
     async def create_many(
         self, items: Sequence[tuple[str, bytes]], *, concurrency: int = 16
     ) -> builtins.list[bool]:
-        return await asyncio.to_thread(self._publish_many, items)
+        return await run_blocking(self._publish_many, items)
 
     async def put_hint(self, key: str, data: bytes) -> None:
-        await asyncio.to_thread(self._put_hint, key, data)
+        await run_blocking(self._put_hint, key, data)
 
     async def read(self, key: str) -> tuple[bytes, str]:
-        return await asyncio.to_thread(self._read, key)
+        return await run_blocking(self._read, key)
 
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:
-        return await asyncio.to_thread(self._read_many, keys)
+        return await run_blocking(self._read_many, keys)
 
     async def list(
         self, prefix: str, *, start_after: str | None = None
     ) -> builtins.list[str]:
-        return await asyncio.to_thread(self._list, prefix, start_after, False)
+        return await run_blocking(self._list, prefix, start_after, False)
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
-        return await asyncio.to_thread(self._list, prefix, None, True)
+        return await run_blocking(self._list, prefix, None, True)
 
     async def delete(self, key: str) -> bool:
-        return await asyncio.to_thread(self._delete, key)
+        return await run_blocking(self._delete, key)
 
     async def children(self, prefix: str) -> builtins.list[str]:
-        return await asyncio.to_thread(self._children, prefix)
+        return await run_blocking(self._children, prefix)

@@ -21,7 +21,6 @@ process waits on would break mutual exclusion.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -35,6 +34,7 @@ from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from journal.keys import decode_segment, encode_segment
 from projections.agent_state import AgentState
 from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
+from stores._offload import run_blocking
 from stores.state.base import (
     AgentStateStoreBase,
     SlotKey,
@@ -155,16 +155,16 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
     async def _save(
         self, slot: SlotKey, state: AgentState, expected_version: int | None
     ) -> int:
-        return await asyncio.to_thread(self._save_sync, slot, state, expected_version)
+        return await run_blocking(self._save_sync, slot, state, expected_version)
 
     async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
-        return await asyncio.to_thread(self._load_sync, slot)
+        return await run_blocking(self._load_sync, slot)
 
     async def _delete(self, slot: SlotKey) -> bool:
-        return await asyncio.to_thread(self._delete_sync, slot)
+        return await run_blocking(self._delete_sync, slot)
 
     async def _list_sessions(self, user_id: str | None, user: str) -> list[str]:
-        return await asyncio.to_thread(self._list_sync, user)
+        return await run_blocking(self._list_sync, user)
 
     @contextlib.contextmanager
     def _locked(self, slot: SlotKey, *, create: bool) -> Iterator[bool]:

@@ -1,0 +1,107 @@
+"""The worker-thread hand-off the local stores use instead of ``asyncio.to_thread``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+from stores import _offload
+from stores._offload import run_blocking
+
+
+async def test_returns_the_result_from_another_thread() -> None:
+    here = threading.get_ident()
+    ident, value = await run_blocking(lambda x: (threading.get_ident(), x * 2), 21)
+    assert value == 42
+    assert ident != here
+
+
+async def test_exceptions_reach_the_awaiting_task() -> None:
+    def boom() -> None:
+        raise FileNotFoundError("no such segment")
+
+    with pytest.raises(FileNotFoundError, match="no such segment"):
+        await run_blocking(boom)
+
+
+async def test_calls_run_concurrently() -> None:
+    # Four calls that each wait for all four: they finish only if four threads run
+    # them at once (as asyncio.to_thread would), not one after another.
+    barrier = threading.Barrier(4, timeout=10)
+    got = await asyncio.gather(*(run_blocking(barrier.wait) for _ in range(4)))
+    assert sorted(got) == [0, 1, 2, 3]
+
+
+async def test_a_cancelled_wait_lets_the_call_finish() -> None:
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        done.set()
+        return "late"
+
+    errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, ctx: errors.append(ctx))
+    task = asyncio.ensure_future(run_blocking(slow))
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    assert await asyncio.to_thread(done.wait, 10)
+    # The dropped result broke nothing: the workers still serve calls.
+    assert await run_blocking(lambda: "next") == "next"
+    assert errors == []  # handing the late result over raised nothing in the loop
+
+
+def test_a_result_for_a_closed_loop_is_dropped() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def slow() -> None:
+        release.wait(10)
+        finished.set()
+
+    pending: list[asyncio.Future[None]] = []
+
+    async def start() -> None:
+        pending.append(asyncio.ensure_future(run_blocking(slow)))
+        await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(start())
+    loop.close()
+    release.set()
+    assert finished.wait(10)
+    time.sleep(0.05)  # the worker hands the result to the closed loop here
+    assert asyncio.run(run_blocking(lambda: "alive")) == "alive"
+
+
+def test_workers_are_capped_and_reused() -> None:
+    async def many() -> None:
+        await asyncio.gather(*(run_blocking(time.sleep, 0.01) for _ in range(64)))
+
+    asyncio.run(many())
+    asyncio.run(many())
+    live = [t for t in threading.enumerate() if t.name == "agent-journal-io"]
+    assert 1 <= len(live) <= _offload._MAX_WORKERS
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_its_own_workers() -> None:
+    asyncio.run(run_blocking(int))  # the parent has workers now
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads do not exist here
+        code = 1
+        try:
+            got = asyncio.run(asyncio.wait_for(run_blocking(lambda: 7), 10))
+            code = 0 if got == 7 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
