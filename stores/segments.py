@@ -2,7 +2,8 @@
 
 Publishing each record as its own file costs two syncs (the file, then its
 directory). A segment file costs one: a record is appended to an open file under an
-exclusive ``flock`` and ``fdatasync``-ed before the append is acknowledged. The
+exclusive ``flock`` (into its reserve, below) and ``fdatasync``-ed before the append
+is acknowledged. The
 object-store contract is unchanged: ``create`` is still exclusive (the name is
 checked against the segment's index under the lock), and no reader ever sees a
 partial object (a frame is visible only once complete and checksummed).
@@ -26,16 +27,28 @@ that a cached index is never applied to a new file that reused the inode number)
     15+N   L  data
     15+N+L 4  CRC-32 of the data
 
+The reserve: a record segment is extended by :data:`RESERVE` zero bytes beyond its
+frames (written and synced with the frames that did not fit), and later frames are
+written in place over them. Appending would make every ``fdatasync`` commit the new
+file size to the file system's journal as well as flush the data; writing into blocks
+already allocated and written spares that (measured in ``bench_commit.py``). Four zero
+bytes where a frame would start end the frames. Since a frame in the reserve becomes
+visible byte by byte, readers take a shared ``flock`` while they index new frames;
+writers hold the exclusive one from their index check to their sync.
+
 Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
 truncates it under the lock before appending. A frame is *torn* when the file ends
-inside it or its header checksum fails with nothing valid after it; a frame whose
-header checks out is never searched for frames (record data may quote them). A
-complete frame whose data checksum fails is *corrupt*: it is kept and its bytes are
-returned, so the journal's own record checksum reports it (naming the version) and
-nothing is truncated. An invalid region followed by valid frames is corruption too:
-readers skip to the next valid frame and never truncate it. The one residual
-ambiguity: bit rot in the header of the very last frame looks torn and is truncated.
+inside it, or its header checksum fails with nothing valid after it, or it is followed
+by the reserve and fails its data checksum with a 512-byte sector's share of it all
+zeros (a write into the reserve lands in whole pages when its writer is killed, in
+whole sectors when the power goes). A frame whose header checks out is never searched
+for frames (record data may quote them). Any other frame whose data checksum fails is
+*corrupt*: it is kept and its bytes are returned, so the journal's own record checksum
+reports it (naming the version) and nothing is truncated. An invalid region followed
+by valid frames is corruption too: readers skip to the next valid frame and never
+truncate it. The residual ambiguities, for the very last frame only: bit rot in its
+header looks torn, and so does bit rot in its data if a sector's share of it is zeros.
 
 A segment whose every object was deleted is unlinked (retention and erasure free
 space segment by segment); other deletions append a tombstone.
@@ -84,6 +97,11 @@ _SMALL_WINDOW = 4096  # ... after a frame larger than this, whose data it skips
 _RECORD = re.compile(r"^(\d{20})\.rec$")
 _BLOB = re.compile(r"^[0-9a-f]{64}$")
 _SEGMENT = re.compile(r"^\.seg-(\d{20}|other|blobs)$")
+_NUMBERED = re.compile(r"^\.seg-\d{20}$")
+RESERVE = 64 * 1024
+"""Zero bytes a record segment is extended by ahead of its frames (see above)."""
+_ZERO_WORD = bytes(4)
+_SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
 def segment_of(name: str) -> str | None:
@@ -135,6 +153,7 @@ class _Index:
     file_id: bytes | None = None  # from the segment's first frame
     end: int = 0  # just past the last valid frame
     live: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> data
+    size: int = 0  # the file's size when last looked at (frames plus reserve)
     torn: int = 0  # bytes after ``end`` that belong to no valid frame
     # Whether this process made the file's directory entry durable: a segment
     # created by a writer that crashed before acknowledging may not be.
@@ -144,9 +163,10 @@ class _Index:
 class _Segment:
     """One segment file: its index, refreshed by scanning what was appended."""
 
-    def __init__(self, path: str, fsync: bool) -> None:
+    def __init__(self, path: str, fsync: bool, *, reserve: int = 0) -> None:
         self.path = path
         self.fsync = fsync
+        self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
 
@@ -155,9 +175,12 @@ class _Segment:
         # of frames larger than a small window: indexing a segment of large blobs
         # reads their headers, not their bytes.
         index = self.index
+        index.size = size
         if size <= index.end:
             index.torn = 0
             return
+        fresh = index.end == 0
+        at_reserve = False
         base, buf, pos = index.end, b"", 0  # buf holds the file from offset base
         window, whole = _WINDOW, False  # whole: buf runs to the end of the file
         valid_end = base
@@ -175,6 +198,9 @@ class _Segment:
             if parsed == _SHORT:
                 break  # torn, or still being written: never look inside it
             if parsed is None:
+                if self._word(fd, buf, base, pos, size) == _ZERO_WORD:
+                    at_reserve = True  # the end of the frames
+                    break
                 # A bad header: skip to the next valid frame if there is one (what
                 # lies between is corruption, not a torn tail).
                 nxt = _resync(buf, pos + 1)
@@ -184,6 +210,12 @@ class _Segment:
                 continue
             assert not isinstance(parsed, str)  # noqa: S101 - narrowed above
             kind, name, data_at, length, end = parsed
+            if (
+                base + end < size
+                and self._word(fd, buf, base, end, size) == _ZERO_WORD
+                and self._torn_into_reserve(fd, buf, base, pos, end)
+            ):
+                break
             if kind == _PUT:
                 index.live[name] = (base + data_at, length)
             elif kind == _TOMBSTONE:
@@ -197,14 +229,63 @@ class _Segment:
             valid_end = base + pos
             window = _SMALL_WINDOW if length > _SMALL_WINDOW else _WINDOW
         index.end = valid_end
-        index.torn = size - index.end
+        # Between two scans by one process only a writer killed mid-write can leave
+        # bytes in the reserve, and those start at the end of the frames; a new
+        # index (a new process, after a power loss too) looks through all of it.
+        index.torn = (
+            0
+            if at_reserve and not fresh
+            else _nonzero_extent(fd, valid_end, size)
+        )
 
-    def refresh(self, fd: int) -> None:
+    @staticmethod
+    def _word(fd: int, buf: bytes, base: int, pos: int, size: int) -> bytes:
+        """The 4 bytes at file offset ``base + pos`` (fewer at the end of the file)."""
+        if pos + 4 <= len(buf):
+            return buf[pos : pos + 4]
+        return os.pread(fd, min(4, size - base - pos), base + pos)
+
+    @staticmethod
+    def _torn_into_reserve(fd: int, buf: bytes, base: int, pos: int, end: int) -> bool:
+        """Whether the frame at ``pos``, followed by the reserve, is a torn write.
+
+        A frame written into the reserve whose bytes did not all reach the disk
+        (its writer killed mid-write, or power lost before its ``fdatasync``)
+        keeps zeros where it was not written: a sector's worth, or the frame's
+        share of its first or last sector. Such a frame failing its data checksum
+        was never acknowledged. A checksum failure without zeros is damage to an
+        acknowledged frame, kept and reported like any other.
+        """
+        raw = (
+            buf[pos:end] if end <= len(buf) else os.pread(fd, end - pos, base + pos)
+        )
+        data = memoryview(raw)[: len(raw) - 4]
+        head_len = _HEAD.size + int.from_bytes(raw[5:7], "big") + 4
+        (crc,) = _CRC.unpack_from(raw, len(raw) - 4)
+        if zlib.crc32(data[head_len:]) == crc:
+            return False
+        start = base + pos
+        cut = start
+        while cut < start + len(raw):
+            nxt = min((cut // _SECTOR + 1) * _SECTOR, start + len(raw))
+            if not any(raw[cut - start : nxt - start]):
+                return True
+            cut = nxt
+        return False
+
+    def refresh(self, fd: int, *, shared: bool = False) -> None:
         """Bring the index up to date with the file open as ``fd``.
 
         The index belongs to one file: a new inode, a file shorter than what was
         indexed, or another file id in the first frame (inode numbers are reused
         after an emptied segment is unlinked and created again) starts it over.
+
+        Args:
+            fd: The segment, open.
+            shared: Take a shared ``flock`` for the scan (readers; a writer holds
+                the exclusive one already). A writer fills the reserve in place, so
+                a reader without the lock could see a frame's header before its
+                data.
         """
         st = os.fstat(fd)
         index = self.index
@@ -214,14 +295,32 @@ class _Segment:
             head = os.pread(fd, _ID_FRAME_SIZE, 0)
             if head[_ID_FRAME_SIZE - 4 - 16 : _ID_FRAME_SIZE - 4] != index.file_id:
                 index = self.index = _Index(ino=st.st_ino)
-        self._scan(fd, st.st_size)
+        if (
+            index.end
+            and st.st_size == index.size
+            and (
+                st.st_size == index.end
+                or os.pread(fd, 4, index.end) == _ZERO_WORD
+            )
+        ):
+            return  # nothing was written since the last scan
+        if not shared:
+            self._scan(fd, st.st_size)
+            return
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            self._scan(fd, os.fstat(fd).st_size)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def locked(self, create: bool) -> Iterator[int | None]:
         """Open and flock the segment file; yields None if it does not exist."""
         with self.lock:
             while True:
-                flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+                # Not O_APPEND: frames are written at the end of the last one, which
+                # lies inside the reserve.
+                flags = os.O_RDWR | (os.O_CREAT if create else 0)
                 try:
                     fd = os.open(self.path, flags, 0o644)
                 except FileNotFoundError:
@@ -257,9 +356,10 @@ class _Segment:
         """
         index = self.index
         if index.torn:
-            # An unacknowledged, incomplete frame left by a crashed writer.
+            # An unacknowledged, incomplete frame left by a crashed writer (and the
+            # reserve it was written into: a new one follows the frames below).
             os.ftruncate(fd, index.end)
-            index.torn = 0
+            index.size, index.torn = index.end, 0
         started = index.end == 0
         head = b""
         if started:
@@ -270,9 +370,13 @@ class _Segment:
             index.file_id = file_id
         frames = [frame(kind, name, data) for kind, name, data in items]
         payload = head + b"".join(frames)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
+        if index.size - index.end < len(payload):
+            # Extend the file past the frames by a reserve of zeros, synced with
+            # them: the next appends overwrite blocks already allocated and
+            # written, so their fdatasync has no file size to commit.
+            index.size = index.end + len(payload) + self.reserve
+            payload += bytes(self.reserve)
+        _write_at(fd, payload, index.end)
         if self.fsync:
             os.fdatasync(fd)
         pos = index.end + len(head)
@@ -282,7 +386,7 @@ class _Segment:
             else:
                 index.live.pop(name, None)
             pos += len(framed)
-        index.end += len(payload)
+        index.end = pos
         return started
 
     def read(self, name: str) -> bytes | None:
@@ -293,7 +397,7 @@ class _Segment:
             except FileNotFoundError:
                 return None
             try:
-                self.refresh(fd)
+                self.refresh(fd, shared=True)
                 found = self.index.live.get(name)
                 if found is None:
                     return None
@@ -309,7 +413,7 @@ class _Segment:
             except FileNotFoundError:
                 return []
             try:
-                self.refresh(fd)
+                self.refresh(fd, shared=True)
                 return list(self.index.live)
             finally:
                 os.close(fd)
@@ -362,6 +466,31 @@ def _parse(
     return kind, name, data_at, data_len, end
 
 
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _nonzero_extent(fd: int, start: int, size: int) -> int:
+    """Bytes from ``start`` to the end of the file without its reserve (0: none).
+
+    A file that ends in fewer than 4 zero bytes has no reserve: its zeros are part of
+    what was written (a torn header's length field, say).
+    """
+    if size - start < 4 or os.pread(fd, 4, size - 4) != _ZERO_WORD:
+        return size - start
+    end = size
+    while end > start:
+        lo = max(start, end - _WINDOW)
+        chunk = os.pread(fd, end - lo, lo).rstrip(b"\0")
+        if chunk:
+            return lo + len(chunk) - start
+        end = lo
+    return 0
+
+
 def _resync(buf: bytes, pos: int) -> int | None:
     while True:
         pos = buf.find(_MAGIC, pos)
@@ -386,7 +515,10 @@ class SegmentSet:
         with self._lock:
             found = self._segments.get(path)
             if found is None:
-                found = self._segments[path] = _Segment(path, self.fsync)
+                numbered = _NUMBERED.match(os.path.basename(path)) is not None
+                found = self._segments[path] = _Segment(
+                    path, self.fsync, reserve=RESERVE if numbered else 0
+                )
             return found
 
     def create(self, directory: str, name: str, data: bytes, *, key: str) -> str:
@@ -493,7 +625,7 @@ class SegmentSet:
                 except FileNotFoundError:
                     continue
                 try:
-                    segment.refresh(fd)
+                    segment.refresh(fd, shared=True)
                     live = segment.index.live
                     for i in positions:
                         found = live.get(names[i])
@@ -566,6 +698,8 @@ class SegmentSet:
         pos = 0
         while True:
             parsed = _parse(head, pos)
+            if parsed is None and head[pos : pos + 4] == _ZERO_WORD:
+                return False  # the reserve follows the file id
             if parsed is None:
                 return True  # damaged: let readers find out what is left
             if isinstance(parsed, str):

@@ -31,6 +31,7 @@ import sys
 import time
 
 from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
+from tests.stores._segment_child import torn_cut
 
 FENCED_EXIT = 3
 
@@ -117,14 +118,14 @@ def _is_blob_segment(fd: int) -> bool:
 
 def _install_fault_points() -> None:
     real_link, real_rename, real_unlink = os.link, os.rename, os.unlink
-    real_write, real_fdatasync = os.write, os.fdatasync
+    real_pwrite, real_fdatasync = os.pwrite, os.fdatasync
 
-    def write(fd, data):
+    def pwrite(fd, data, offset):
         # A segment append writes its whole frame, magic first, in one call.
         if _armed and _point == "record-mid-write" and bytes(data[:4]) == b"AJF1":
-            real_write(fd, bytes(data[: len(data) // 2]))
+            real_pwrite(fd, bytes(data[: torn_cut(data, offset)]), offset)
             _pause()
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
     def fdatasync(fd):
         if _armed and _point == "record-before-fdatasync" and _is_log_segment(fd):
@@ -165,7 +166,7 @@ def _install_fault_points() -> None:
         real_rename(src, dst, *args, **kwargs)
 
     os.link, os.rename, os.unlink = link, rename, unlink
-    os.write, os.fdatasync = write, fdatasync
+    os.pwrite, os.fdatasync = pwrite, fdatasync
 
 
 async def fault(j: Journal, key: ThreadKey, point: str) -> None:
@@ -182,7 +183,8 @@ async def fault(j: Journal, key: ThreadKey, point: str) -> None:
     elif point.startswith("lease"):
         await w.renew()
     else:
-        await w.append([say("f-unacked")], batch_id="f-unacked")
+        # Large enough to span sectors: a write is torn only between them.
+        await w.append([say("f-unacked " + "x" * 2000)], batch_id="f-unacked")
     out("NOT PAUSED")
 
 

@@ -79,9 +79,38 @@ def parse_segment(path: Path) -> tuple[list[Frame], int]:
     """The frames from the start of a segment file, and the bytes after the last.
 
     Stops at the first position that does not hold a complete frame with a valid
-    header checksum (a torn tail, or damage that the caller expects to be there).
+    header checksum (a torn tail, or damage that the caller expects to be there),
+    at the reserve (zeros where a frame would start), or at a frame written into the
+    reserve that fails its data checksum with a sector's share of zeros in it (torn).
+    The bytes after the last frame count without the zeros that end the file.
     """
     buf = path.read_bytes()
+    frames, end = _frames(buf)
+    return frames, _extent(buf, end) - end
+
+
+def segment_extent(path: Path) -> int:
+    """Where the frames and any torn bytes after them end: the file without its
+    reserve (the zeros that end it)."""
+    buf = path.read_bytes()
+    return _extent(buf, _frames(buf)[1])
+
+
+def _extent(buf: bytes, end: int) -> int:
+    tail = buf[end:]
+    return end + (len(tail.rstrip(b"\0")) if tail.endswith(bytes(4)) else len(tail))
+
+
+def _torn_into_reserve(buf: bytes, start: int, end: int) -> bool:
+    """A frame in [start, end) that failed its data checksum: whether some sector
+    (512 bytes of the file) holds only zeros of it."""
+    for sector in range(start // 512 * 512, end, 512):
+        if not any(buf[max(sector, start) : min(sector + 512, end)]):
+            return True
+    return False
+
+
+def _frames(buf: bytes) -> tuple[list[Frame], int]:
     frames: list[Frame] = []
     pos = 0
     while len(buf) - pos >= _HEAD.size:
@@ -101,6 +130,10 @@ def parse_segment(path: Path) -> tuple[list[Frame], int]:
         if len(buf) < end:
             break
         data = buf[data_at : data_at + data_len]
+        data_ok = _CRC.unpack_from(buf, end - 4)[0] == zlib.crc32(data)
+        reserve_next = len(buf) >= end + 4 and buf[end : end + 4] == bytes(4)
+        if not data_ok and reserve_next and _torn_into_reserve(buf, pos, end):
+            break
         if kind == FILE_ID:
             pos = end
             continue
@@ -112,11 +145,11 @@ def parse_segment(path: Path) -> tuple[list[Frame], int]:
                 data_at,
                 data_len,
                 end,
-                _CRC.unpack_from(buf, end - 4)[0] == zlib.crc32(data),
+                data_ok,
             )
         )
         pos = end
-    return frames, len(buf) - pos
+    return frames, pos
 
 
 def live(frames: list[Frame]) -> dict[str, Frame]:
@@ -199,6 +232,26 @@ def race_body(ident: int, key: str) -> bytes:
     return seed * (8192 // len(seed))
 
 
+def torn_cut(data: Any, offset: int) -> int:
+    """How much of a segment write at ``offset`` a writer killed mid-write leaves.
+
+    The kernel copies a write page by page and stops between pages for a fatal
+    signal, so what lands ends on a page (here: a sector) boundary of the file. See
+    :func:`torn_length`; the zeros of a new reserve after the frames do not count.
+    """
+    return torn_length(_frames(bytes(data))[1], offset)
+
+
+def torn_length(frames_len: int, offset: int) -> int:
+    """The last sector boundary within the first half of ``frames_len`` bytes of
+    frames written at ``offset``, or the first one after their start (at most all
+    but their last byte)."""
+    cut = (offset + frames_len // 2) // 512 * 512
+    if cut <= offset:
+        cut = (offset // 512 + 1) * 512
+    return max(0, min(cut, offset + frames_len - 1) - offset)
+
+
 # --- the child ----------------------------------------------------------------------
 
 
@@ -213,13 +266,13 @@ def _is_segment(fd: int) -> bool:
 
 def _install(point: str) -> None:
     """Patch the ``os`` functions the segment append calls so it dies at ``point``."""
-    real_write, real_fdatasync = os.write, os.fdatasync
+    real_pwrite, real_fdatasync = os.pwrite, os.fdatasync
 
-    def write(fd: int, data: Any) -> int:
+    def pwrite(fd: int, data: Any, offset: int) -> int:
         if point == "mid-write" and bytes(data[:4]) == MAGIC:
-            real_write(fd, bytes(data[: len(data) // 2]))
+            real_pwrite(fd, bytes(data[: torn_cut(data, offset)]), offset)
             _die()
-        return real_write(fd, data)
+        return real_pwrite(fd, data, offset)
 
     def fdatasync(fd: int) -> None:
         if point == "before-fdatasync" and _is_segment(fd):
@@ -228,7 +281,7 @@ def _install(point: str) -> None:
         if point == "after-fdatasync" and _is_segment(fd):
             _die()
 
-    os.write, os.fdatasync = write, fdatasync
+    os.pwrite, os.fdatasync = pwrite, fdatasync
 
 
 async def _race(store: LocalStore, ident: int) -> None:

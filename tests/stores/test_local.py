@@ -11,6 +11,7 @@ import pytest
 
 from journal.errors import ObjectNotFoundError
 from stores.local import LocalStore
+from stores.segments import RESERVE
 from stores.testing import StoreContract
 from tests.stores._race_child import body_for
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
@@ -270,9 +271,12 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
         (PUT, "00000000000000000001.rec", True)
     ]
     raw = (root / "a/b/.seg-00000000000000000000").read_bytes()
-    # The segment's file-id frame (kind 3, 16 random bytes), then the record.
+    # The segment's file-id frame (kind 3, 16 random bytes), then the record, then
+    # the reserve: zeros that the next appends overwrite.
     assert raw[4] == 3
-    assert raw[35:] == encode_frame(PUT, frames[0].name, b"record")
+    framed = encode_frame(PUT, frames[0].name, b"record")
+    assert raw[35 : 35 + len(framed)] == framed
+    assert raw[35 + len(framed) :] == bytes(RESERVE)
     # Everything else is still a plain file.
     assert (root / "a/LEASE").read_bytes() == b"lease"
     assert await store.leftovers("") == []

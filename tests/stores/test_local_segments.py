@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -47,7 +48,9 @@ from tests.stores._segment_child import (
     race_body,
     record_frame,
     record_name,
+    segment_extent,
     segment_name,
+    torn_length,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +71,20 @@ def rec(version: int) -> str:
 
 def seg(root: Path, version: int, log: str = LOG) -> Path:
     return root / log / segment_name(version)
+
+
+def write_halves(path: Path, data: bytes) -> Iterator[None]:
+    """Write ``data`` where a writer's append puts it (after the last frame, into
+    the reserve), in two steps: the first half, then (resumed) the second."""
+    at = segment_extent(path)
+    half = len(data) // 2
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data[:half], at)
+        yield
+        os.pwrite(fd, data[half:], at + half)
+    finally:
+        os.close(fd)
 
 
 # --- the contract, every object a frame -----------------------------------------------
@@ -433,9 +450,20 @@ class _Reader(threading.Thread):
                     self._check(key, data)
 
 
-async def test_reader_sees_whole_records_or_nothing(tmp_path):
-    versions = range(1018, 1030)  # across a segment boundary
-    bodies = {rec(v): bytes([v % 251]) * MIB for v in versions}
+@pytest.mark.parametrize(
+    ("versions", "size"),
+    [
+        # Larger than the reserve: each append extends the file.
+        (range(1018, 1030), MIB),
+        # Written into the reserve, where a reader without the shared lock could
+        # see a frame's header before its data.
+        (range(1000, 1080), 6000),
+    ],
+    ids=["extending", "into-the-reserve"],
+)
+async def test_reader_sees_whole_records_or_nothing(tmp_path, versions, size):
+    # Across a segment boundary.
+    bodies = {rec(v): bytes([v % 251]) * size for v in versions}
     reader = _Reader(tmp_path, bodies)
     reader.start()
 
@@ -485,7 +513,7 @@ async def test_killed_during_an_append(tmp_path, point, version):
     key = rec(version)
     body = body_for(key, SIZE)
     path = seg(root, version)
-    before = path.read_bytes() if path.exists() else b""
+    before = path.read_bytes()[: segment_extent(path)] if path.exists() else b""
 
     _append_and_die(root, key, point, str(SIZE))
 
@@ -493,8 +521,9 @@ async def test_killed_during_an_append(tmp_path, point, version):
     # A new segment starts with its file-id frame, written with the first record.
     id_frame = 0 if before else ID_FRAME_SIZE
     length = id_frame + len(encode_frame(PUT, record_name(version), body))
-    torn = 0 if landed else length // 2
-    assert path.stat().st_size == len(before) + (length if landed else torn)
+    torn = 0 if landed else torn_length(length, len(before))
+    assert 0 < torn < length or landed
+    assert segment_extent(path) == len(before) + (length if landed else torn)
     expected = dict(earlier) | ({key: body} if landed else {})
     for store in (early, LocalStore(root)):
         if landed:
@@ -519,13 +548,13 @@ async def test_killed_during_an_append(tmp_path, point, version):
     if landed:
         with pytest.raises(ObjectExistsError):
             await fresh.create(key, b"a retry")
-        assert path.stat().st_size == len(before) + length
+        assert segment_extent(path) == len(before) + length
     else:
         body = b"the retry"
         etag = await fresh.create(key, body)
         assert await fresh.read(key) == (body, etag)
         retry = encode_frame(PUT, record_name(version), body)
-        assert path.stat().st_size == len(before) + id_frame + len(retry)
+        assert segment_extent(path) == len(before) + id_frame + len(retry)
     assert path.read_bytes().startswith(before)
     frames, tail = parse_segment(path)
     assert tail == 0
@@ -559,21 +588,22 @@ async def test_a_frame_inside_torn_data_is_no_object(tmp_path):
     for v in (1, 2):
         await store.create(rec(v), f"record {v}".encode())
     key = rec(3)
-    before = seg(root, 3).stat().st_size
+    before = segment_extent(seg(root, 3))
     _append_and_die(root, key, "mid-write", str(SIZE), record_name(9))
     body = body_for(key, SIZE, record_name(9))
     length = len(encode_frame(PUT, record_name(3), body))
-    assert seg(root, 3).stat().st_size == before + length // 2
+    torn = torn_length(length, before)
+    assert segment_extent(seg(root, 3)) == before + torn
     fresh = LocalStore(root)
     assert await fresh.list(LOG) == [rec(1), rec(2)]
     with pytest.raises(ObjectNotFoundError):
         await fresh.read(rec(9))
     assert await fresh.leftovers(THREAD) == [
-        f"{LOG}{segment_name(3)} (torn tail: {length // 2} bytes)"
+        f"{LOG}{segment_name(3)} (torn tail: {torn} bytes)"
     ]
     await fresh.create(key, b"the retry")
     size = before + len(encode_frame(PUT, record_name(3), b"the retry"))
-    assert seg(root, 3).stat().st_size == size
+    assert segment_extent(seg(root, 3)) == size
 
 
 @pytest.mark.parametrize("embed", [None, record_name(9)], ids=["plain", "quoting"])
@@ -589,14 +619,47 @@ async def test_a_reader_between_two_halves_of_a_frame(tmp_path, embed):
     body = body_for(rec(3), SIZE, embed)
     whole = encode_frame(PUT, record_name(3), body)
     # The bytes a writer's append puts there, in two steps.
-    with seg(tmp_path, 3).open("ab") as fh:
-        fh.write(whole[: len(whole) // 2])
+    halves = write_halves(seg(tmp_path, 3), whole)
+    next(halves)
     assert await reader.list(LOG) == [rec(1), rec(2)]
-    with seg(tmp_path, 3).open("ab") as fh:
-        fh.write(whole[len(whole) // 2 :])
+    next(halves, None)
     assert await reader.list(LOG) == [rec(1), rec(2), rec(3)]
     assert (await reader.read(rec(3)))[0] == body
     assert await reader.leftovers("") == []
+
+
+def test_a_reader_waits_for_a_frame_being_written_into_the_reserve(tmp_path):
+    """A writer fills the reserve in place, under its exclusive lock. A reader of
+    another store (another open file, as in another process) that looks meanwhile
+    waits on the shared lock, then sees the whole frame: never a frame whose
+    header is there and whose last bytes are not yet."""
+    asyncio.run(_records(tmp_path, 1, 2))
+    path = seg(tmp_path, 3)
+    body = body_for(rec(3), 6000)
+    whole = encode_frame(PUT, record_name(3), body)
+    at = segment_extent(path)
+    got: list[bytes] = []
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.pwrite(fd, whole[:-2], at)  # all but the last two bytes of its checksum
+        reader = threading.Thread(
+            target=lambda: got.append(asyncio.run(LocalStore(tmp_path).read(rec(3)))[0])
+        )
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive()  # waiting for the lock
+        os.pwrite(fd, whole[-2:], at + len(whole) - 2)
+    finally:
+        os.close(fd)  # releases the lock
+    reader.join(10)
+    assert got == [body]
+
+
+async def _records(root: Path, *versions: int) -> None:
+    store = LocalStore(root)
+    for v in versions:
+        await store.create(rec(v), f"record {v}".encode())
 
 
 @pytest.mark.parametrize("embed", [None, record_name(9)], ids=["plain", "quoting"])
@@ -610,11 +673,10 @@ async def test_an_append_never_cuts_a_committed_frame(tmp_path, embed):
     await looker.list(LOG)
     body = body_for(rec(3), SIZE, embed)
     whole = encode_frame(PUT, record_name(3), body)
-    with seg(tmp_path, 3).open("ab") as fh:
-        fh.write(whole[: len(whole) // 2])
+    halves = write_halves(seg(tmp_path, 3), whole)
+    next(halves)
     await looker.list(LOG)
-    with seg(tmp_path, 3).open("ab") as fh:
-        fh.write(whole[len(whole) // 2 :])
+    next(halves, None)
     await looker.create(rec(4), b"record 4")
     frames, tail = parse_segment(seg(tmp_path, 3))
     assert tail == 0
@@ -675,11 +737,11 @@ async def test_flipped_data_byte_is_corruption_not_a_tear(tmp_path, victim):
 
     await reported(Journal.open(tmp_path))
     # The damaged frame is complete: kept, and the next append goes after it.
-    size = path.stat().st_size
-    content = path.read_bytes()
+    size = segment_extent(path)
+    content = path.read_bytes()[:size]
     store = LocalStore(tmp_path)
     await store.create(log.record_key(7), b"after the damage")
-    assert path.stat().st_size == size + len(
+    assert segment_extent(path) == size + len(
         encode_frame(PUT, record_name(7), b"after the damage")
     )
     assert path.read_bytes().startswith(content)
@@ -695,7 +757,7 @@ async def test_flipped_header_byte_in_a_middle_frame(tmp_path):
     log = ThreadLog(LocalStore(tmp_path), key)
     path, frame = record_frame(log_dir, 3)
     flip(path, frame.offset + 11 + 5, 0x01)  # a digit of the name
-    size = path.stat().st_size
+    size = segment_extent(path)
 
     store = LocalStore(tmp_path)
     listed = await store.list(log.log_dir)
@@ -718,10 +780,10 @@ async def test_flipped_header_byte_in_a_middle_frame(tmp_path):
     assert later == [4, 5, 6]
     assert None not in await store.read_many(listed[2:])
     # The next append goes after the damage, which stays.
-    content = path.read_bytes()
+    content = path.read_bytes()[:size]
     await store.create(log.record_key(7), b"after the damage")
     assert path.read_bytes().startswith(content)
-    assert path.stat().st_size > size
+    assert segment_extent(path) > size
     assert await store.list(log.log_dir) == [*listed, log.record_key(7)]
 
 
@@ -740,7 +802,7 @@ async def test_flipped_header_byte_in_the_last_frame_looks_torn(tmp_path):
     assert (await Journal.open(tmp_path).load(key)).version == 5
     await store.create(log.record_key(6), b"refilled")
     size = frame.offset + len(encode_frame(PUT, record_name(6), b"refilled"))
-    assert path.stat().st_size == size
+    assert segment_extent(path) == size
     assert parse_segment(path)[1] == 0
 
 
@@ -755,11 +817,11 @@ async def test_deletes_append_tombstones_and_free_emptied_segments(tmp_path):
     assert sorted(os.listdir(tmp_path / LOG)) == [segment_name(1), segment_name(1024)]
 
     # Some objects of a segment: tombstones, and the objects are gone everywhere.
-    size = seg(tmp_path, 1).stat().st_size
+    size = segment_extent(seg(tmp_path, 1))
     for v in (2, 4):
         assert await store.delete(rec(v)) is True
     tomb = [encode_frame(TOMBSTONE, record_name(v), b"") for v in (2, 4)]
-    assert seg(tmp_path, 1).stat().st_size == size + sum(map(len, tomb))
+    assert segment_extent(seg(tmp_path, 1)) == size + sum(map(len, tomb))
     frames, tail = parse_segment(seg(tmp_path, 1))
     assert tail == 0
     assert [(f.kind, f.name) for f in frames[-2:]] == [
