@@ -1,13 +1,14 @@
 """Run the local stores' blocking file I/O in worker threads, with a light hand-off.
 
-``asyncio.to_thread`` costs about 120 µs per call on the machines we measured, for a
+``asyncio.to_thread`` costs 80-120 µs per call on the machines we measured, for a
 function that does nothing: it copies the context, goes through
 ``ThreadPoolExecutor.submit`` and chains a ``concurrent.futures.Future`` to an
-asyncio one. A durable commit is one such hop around ~150 µs of ``write`` and
-``fdatasync``, so the hop was the largest cost we controlled. :func:`run_blocking`
-puts ``(future, function, args)`` on a ``queue.SimpleQueue`` that worker threads
-block on, and the worker hands the result back with ``call_soon_threadsafe``: about
-40 µs for the same no-op (``benchmarks/bench_commit.py`` compares the two).
+asyncio one. A durable commit is one such hop around ~100-200 µs of ``pwrite`` and
+``fdatasync``. :func:`run_blocking` puts ``(future, function, args)`` on a
+``queue.SimpleQueue`` that worker threads block on, and the worker hands the result
+back with ``call_soon_threadsafe``: 30-80 µs for the same no-op (the thread wake-ups
+dominate, and vary with where the scheduler runs the threads), and a durable commit
+about 5-8% faster (``benchmarks/bench_commit.py`` compares the two).
 
 Semantics match ``asyncio.to_thread`` where the stores rely on them: calls run
 concurrently, up to ``min(32, cpu_count + 4)`` threads (asyncio's default executor

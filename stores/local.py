@@ -101,6 +101,9 @@ class LocalStore(ObjectStore):
         self.segments = segments
         self._dirs: set[str] = set()
         self._segs = SegmentSet(fsync)
+        # Directory keys already validated, with their paths: a commit's key only
+        # needs its last part checked.
+        self._dir_paths: dict[str, str] = {}
 
     def _segmented(self, path: str) -> tuple[str, str] | None:
         """(directory, name) when the object at ``path`` lives in a segment."""
@@ -131,14 +134,30 @@ class LocalStore(ObjectStore):
     def _write_temp(self, directory: str, data: bytes) -> str:
         return write_temp(directory, data, fsync=self.fsync, prefix=_TMP_PREFIX)
 
+    def _locate(self, key: str) -> tuple[str, str]:
+        """(directory, name) of a key's object, validating it as ``_path`` does."""
+        dir_key, sep, name = key.rpartition("/")
+        directory = self._dir_paths.get(dir_key) if sep else None
+        if (
+            directory is None
+            or not name
+            or name[0] == "."
+            or "\\" in name
+            or "\x00" in name
+        ):
+            directory, name = os.path.split(self._path(key))
+            if sep and len(self._dir_paths) < 4096:
+                self._dir_paths[dir_key] = directory
+        return directory, name
+
     def _publish(self, key: str, data: bytes) -> str:
-        path = self._path(key)
-        directory = os.path.dirname(path)
-        where = self._segmented(path)
-        if self.segments and where is not None:
+        directory, name = self._locate(key)
+        if self.segments and segment_of(name) is not None:
             with _map_errors(key):
                 self._ensure_dir(directory)
-                return self._segs.create(where[0], where[1], data, key=key)
+                return self._segs.create(directory, name, data, key=key)
+        path = os.path.join(directory, name)
+        where = self._segmented(path)
         with (
             _map_errors(key),
             self._segs.guard_file(*where, key=key) if where else nullcontext(),
@@ -391,6 +410,10 @@ class LocalStore(ObjectStore):
         return True
 
     # --- the protocol ----------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the segment files kept open for writing (reopened on next use)."""
+        await run_blocking(self._segs.close)
 
     async def create(self, key: str, data: bytes) -> str:
         return await run_blocking(self._publish, key, data)

@@ -63,6 +63,7 @@ import os
 import re
 import struct
 import threading
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -75,7 +76,7 @@ from journal.errors import (
 from stores._files import fsync_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
     "RECORDS_PER_SEGMENT",
@@ -98,6 +99,8 @@ _RECORD = re.compile(r"^(\d{20})\.rec$")
 _BLOB = re.compile(r"^[0-9a-f]{64}$")
 _SEGMENT = re.compile(r"^\.seg-(\d{20}|other|blobs)$")
 _NUMBERED = re.compile(r"^\.seg-\d{20}$")
+MAX_OPEN = 64
+"""Segments of one store whose writers' descriptor stays open between writes."""
 RESERVE = 64 * 1024
 """Zero bytes a record segment is extended by ahead of its frames (see above)."""
 _ZERO_WORD = bytes(4)
@@ -163,12 +166,33 @@ class _Index:
 class _Segment:
     """One segment file: its index, refreshed by scanning what was appended."""
 
-    def __init__(self, path: str, fsync: bool, *, reserve: int = 0) -> None:
+    def __init__(
+        self,
+        path: str,
+        fsync: bool,
+        *,
+        reserve: int = 0,
+        on_open: Callable[[_Segment], None] | None = None,
+    ) -> None:
         self.path = path
         self.fsync = fsync
         self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
+        # The writers' descriptor, kept open between writes (see ``locked``).
+        self.fd: int | None = None
+        self._fd_ino = -1
+        self._on_open = on_open
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit, say
+            self.drop_fd()
+
+    def drop_fd(self) -> None:
+        """Close the writers' descriptor (the caller holds the lock, or is alone)."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _scan(self, fd: int, size: int) -> None:
         # Reads the new part of the file a window at a time and jumps over the data
@@ -273,7 +297,13 @@ class _Segment:
             cut = nxt
         return False
 
-    def refresh(self, fd: int, *, shared: bool = False) -> None:
+    def refresh(
+        self,
+        fd: int,
+        *,
+        shared: bool = False,
+        st: os.stat_result | None = None,
+    ) -> None:
         """Bring the index up to date with the file open as ``fd``.
 
         The index belongs to one file: a new inode, a file shorter than what was
@@ -286,8 +316,10 @@ class _Segment:
                 the exclusive one already). A writer fills the reserve in place, so
                 a reader without the lock could see a frame's header before its
                 data.
+            st: The file's status, if the caller has it.
         """
-        st = os.fstat(fd)
+        if st is None:
+            st = os.fstat(fd)
         index = self.index
         if st.st_ino != index.ino or st.st_size < index.end:
             index = self.index = _Index(ino=st.st_ino)
@@ -315,31 +347,45 @@ class _Segment:
 
     @contextlib.contextmanager
     def locked(self, create: bool) -> Iterator[int | None]:
-        """Open and flock the segment file; yields None if it does not exist."""
+        """Flock the segment file for writing; yields None if it does not exist.
+
+        The descriptor stays open between writes (a commit then costs no open or
+        close), and is checked against the path after locking: a
+        segment emptied and unlinked meanwhile, perhaps created again, is opened
+        anew.
+        """
         with self.lock:
             while True:
-                # Not O_APPEND: frames are written at the end of the last one, which
-                # lies inside the reserve.
-                flags = os.O_RDWR | (os.O_CREAT if create else 0)
-                try:
-                    fd = os.open(self.path, flags, 0o644)
-                except FileNotFoundError:
-                    yield None
-                    return
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    # The file may have been unlinked (emptied) while we waited.
+                fd = self.fd
+                if fd is None:
+                    # Not O_APPEND: frames are written at the end of the last one,
+                    # which lies inside the reserve.
+                    flags = os.O_RDWR | (os.O_CREAT if create else 0)
                     try:
-                        same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                        fd = os.open(self.path, flags, 0o644)
                     except FileNotFoundError:
-                        same = False
-                    if not same:
-                        continue
-                    self.refresh(fd)
+                        yield None
+                        return
+                    self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
+                    if self._on_open is not None:
+                        self._on_open(self)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    st: os.stat_result | None = os.stat(self.path)
+                except FileNotFoundError:
+                    st = None
+                if st is None or st.st_ino != self._fd_ino:
+                    self.drop_fd()  # unlinked (emptied), perhaps created again
+                    continue
+                try:
+                    # The file id is read even so: a file rewritten in place (a backup
+                    # copied over it) keeps its inode.
+                    self.refresh(fd, st=st)
                     yield fd
-                    return
                 finally:
-                    os.close(fd)
+                    if self.fd == fd:  # not closed by the caller (an unlink)
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                return
 
     def append(self, fd: int, kind: int, name: str, data: bytes) -> bool:
         """Append one frame (the caller holds the lock) and make it durable.
@@ -466,6 +512,30 @@ def _parse(
     return kind, name, data_at, data_len, end
 
 
+_ALL_SETS: weakref.WeakSet[SegmentSet] = weakref.WeakSet()
+
+
+def _weak(method: Callable[[_Segment], None]) -> Callable[[_Segment], None]:
+    # Segments call back their set without keeping it alive: a dropped store's
+    # descriptors close when it goes, not at the next garbage collection.
+    ref = weakref.WeakMethod(method)
+
+    def call(segment: _Segment) -> None:
+        target = ref()
+        if target is not None:
+            target(segment)
+
+    return call
+
+
+def _after_fork() -> None:
+    for segments in list(_ALL_SETS):
+        segments._forget_fds()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 def _write_at(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -503,12 +573,18 @@ def _resync(buf: bytes, pos: int) -> int | None:
 
 
 class SegmentSet:
-    """The segments of one store, by path; thread-safe."""
+    """The segments of one store, by path; thread-safe.
+
+    At most :data:`MAX_OPEN` segments keep their writers' descriptor open; opening
+    one more closes the one opened longest ago (unless it is in use right now).
+    """
 
     def __init__(self, fsync: bool) -> None:
         self.fsync = fsync
         self._segments: dict[str, _Segment] = {}
         self._lock = threading.Lock()
+        self._open: dict[_Segment, None] = {}  # in the order they were opened
+        _ALL_SETS.add(self)
 
     def segment(self, path: str) -> _Segment:
         """The segment object for a segment file path."""
@@ -517,9 +593,48 @@ class SegmentSet:
             if found is None:
                 numbered = _NUMBERED.match(os.path.basename(path)) is not None
                 found = self._segments[path] = _Segment(
-                    path, self.fsync, reserve=RESERVE if numbered else 0
+                    path,
+                    self.fsync,
+                    reserve=RESERVE if numbered else 0,
+                    on_open=_weak(self._opened),
                 )
             return found
+
+    def _opened(self, segment: _Segment) -> None:
+        # Called with ``segment.lock`` held; others' locks are only tried, so two
+        # threads opening segments never wait for each other here.
+        with self._lock:
+            self._open.pop(segment, None)
+            self._open[segment] = None
+            if len(self._open) <= MAX_OPEN:
+                return
+            victims = [s for s in self._open if s is not segment]
+        for victim in victims[: len(victims) - MAX_OPEN + 1]:
+            if victim.lock.acquire(blocking=False):
+                try:
+                    victim.drop_fd()
+                finally:
+                    victim.lock.release()
+                with self._lock:
+                    self._open.pop(victim, None)
+
+    def close(self) -> None:
+        """Close the descriptors kept open (reopened if the store is used again)."""
+        with self._lock:
+            segments, self._open = list(self._open), {}
+        for segment in segments:
+            with segment.lock:
+                segment.drop_fd()
+
+    def _forget_fds(self) -> None:
+        # In a forked child: the descriptors are the parent's open files, whose
+        # flock the child would share instead of being excluded by it.
+        for segment in self._segments.values():
+            fd, segment.fd = segment.fd, None
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._open = {}
 
     def create(self, directory: str, name: str, data: bytes, *, key: str) -> str:
         """Exclusive create of ``name`` in its segment of ``directory``."""
@@ -647,6 +762,7 @@ class SegmentSet:
                 return False
             if len(segment.index.live) == 1:
                 os.unlink(path)
+                segment.drop_fd()
                 segment.index = _Index()
             else:
                 segment.append(fd, _TOMBSTONE, name, b"")

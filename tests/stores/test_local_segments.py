@@ -33,7 +33,7 @@ from journal.errors import (
 from journal.log import ThreadLog
 from journal.store import ObjectStore
 from stores.local import LocalStore
-from stores.segments import is_segment
+from stores.segments import MAX_OPEN, is_segment
 from stores.testing import StoreContract
 from tests.stores._segment_child import (
     NOT_REACHED,
@@ -1044,3 +1044,66 @@ async def test_an_append_through_an_old_index_keeps_a_recreated_segment(tmp_path
         body,
         b"second generation, three",
     ]
+
+
+# --- the writers' descriptors kept open between commits -----------------------------
+
+
+def _open_segments(root: Path) -> list[str]:
+    """The segment files under ``root`` this process has open."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(root)) and "/.seg-" in target:
+                out.append(target)
+    return out
+
+
+async def test_open_segment_descriptors_are_capped_and_closed(tmp_path):
+    store = LocalStore(tmp_path)
+    threads = MAX_OPEN + 8
+    for t in range(threads):
+        await store.create(f"ns/a/~/s/t{t}/log/{record_name(1)}", b"one")
+    held = _open_segments(tmp_path)
+    assert 0 < len(held) <= MAX_OPEN
+    # The newest stay open: writing to them again opens nothing.
+    for t in range(threads - 4, threads):
+        await store.create(f"ns/a/~/s/t{t}/log/{record_name(2)}", b"two")
+    assert len(_open_segments(tmp_path)) == len(held)
+    await store.aclose()
+    assert _open_segments(tmp_path) == []
+    # A closed store reopens what it writes to.
+    await store.create(f"ns/a/~/s/t0/log/{record_name(2)}", b"two")
+    assert len(_open_segments(tmp_path)) == 1
+    await store.aclose()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+async def test_a_forked_child_does_not_write_through_the_parents_descriptor(tmp_path):
+    """A forked child shares its parent's open files, and so their flocks: it must
+    open segments of its own, which its parent's lock then excludes."""
+    store = LocalStore(tmp_path)
+    await store.create(rec(1), b"parent")
+    assert len(_open_segments(tmp_path)) == 1
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            segs = store._segs._segments.values()
+            inherited = any(s.fd is not None for s in segs)
+            asyncio.run(store.create(rec(2), b"child"))
+            code = 0 if not inherited else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert await LocalStore(tmp_path).read_many([rec(1), rec(2)]) == [
+        b"parent",
+        b"child",
+    ]
+    await store.create(rec(3), b"parent again")
+    frames, tail = parse_segment(seg(tmp_path, 1))
+    assert tail == 0
+    assert [f.name for f in frames] == [record_name(v) for v in (1, 2, 3)]
+    await store.aclose()
