@@ -17,7 +17,6 @@ one whose hash does not match the log is refused.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ import msgspec
 from journal.events import Msg
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Generator, Sequence
 
 __all__ = [
     "CHUNK_MODULUS",
@@ -120,18 +119,12 @@ class ChunkEncoder:
     last time are reused and only the still-open last chunk and the new messages are
     processed. Anything else starts over.
 
-    Args:
-        yield_every: When chunking in a worker thread, release the GIL every this
-            many messages encoded (0: never), so that a commit on the event loop
-            does not wait for the whole chunking.
-
     Attributes:
         packed: The bytes of the chunks the latest call encoded, by digest (the
             reused ones are not in it), so that writing them encodes nothing twice.
     """
 
-    def __init__(self, *, yield_every: int = 0) -> None:
-        self.yield_every = yield_every
+    def __init__(self) -> None:
         self._previous: list[Msg] = []
         self._closed: list[tuple[str, list[Msg]]] = []
         self._closed_upto = 0
@@ -143,6 +136,24 @@ class ChunkEncoder:
         Returns:
             ``(sha256 hex, messages)`` per chunk, in order; :func:`pack_chunk` gives
             a chunk's bytes when the caller needs to write it.
+        """
+        steps = self.chunk_steps(messages)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                chunks: list[tuple[str, list[Msg]]] = done.value
+                return chunks
+
+    def chunk_steps(
+        self, messages: Sequence[Msg], pause_every: int = 0
+    ) -> Generator[None, None, list[tuple[str, list[Msg]]]]:
+        """:meth:`chunk`, in steps: a generator that returns the chunks.
+
+        It yields after every ``pause_every`` messages it encodes (0: never), so
+        that an event loop can chunk a long context between commits instead of
+        holding them up (or handing the work to a thread, which the GIL would make
+        wait just as long). Nothing changes until it has run to its end.
         """
         previous = self._previous
         if (
@@ -159,11 +170,8 @@ class ChunkEncoder:
         size = 0
         packed: dict[str, bytes] = {}
         for i in range(start, len(messages)):
-            if self.yield_every and i % self.yield_every == 0:
-                # Encoding never releases the GIL: let a waiting thread (the
-                # event loop finishing a commit) run, instead of making it wait
-                # for the whole chunking.
-                time.sleep(0)
+            if pause_every and i > start and (i - start) % pause_every == 0:
+                yield
             msg = messages[i]
             data = _encoder.encode(msg)
             run.append(msg)

@@ -50,19 +50,30 @@ def test_chunk_encoder_hands_over_the_bytes_it_encoded():
     assert encoder.packed == {d: pack_chunk(m)[1] for d, m in second if d not in reused}
 
 
-def test_a_chunker_that_yields_the_gil_chunks_alike(monkeypatch):
-    """``yield_every`` only releases the GIL now and then: same chunks, same bytes."""
-    import time
-
+def test_a_chunker_in_steps_chunks_alike():
+    """``chunk_steps`` pauses now and then: same chunks, same bytes, and nothing
+    changes in the encoder until it has run to its end."""
     from journal.checkpoint import ChunkEncoder
 
-    sleeps: list[float] = []
-    real_sleep = time.sleep
-    monkeypatch.setattr(time, "sleep", lambda s: (sleeps.append(s), real_sleep(s)))
     messages = [ev.Msg("user", f"message {i}") for i in range(500)]
-    plain, yielding = ChunkEncoder(), ChunkEncoder(yield_every=7)
+    plain, stepped = ChunkEncoder(), ChunkEncoder()
     for upto in (100, 500):
-        assert yielding.chunk(messages[:upto]) == plain.chunk(messages[:upto])
-        assert yielding.packed == plain.packed
-    assert sleeps
-    assert set(sleeps) == {0}
+        steps = stepped.chunk_steps(messages[:upto], 7)
+        pauses = 0
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                chunks = done.value
+                break
+            pauses += 1
+        assert chunks == plain.chunk(messages[:upto])
+        assert stepped.packed == plain.packed
+        # Only the messages after the closed chunks are encoded again.
+        assert 0 < pauses <= upto // 7
+    # An abandoned run leaves the encoder as it was.
+    before = (list(stepped._previous), list(stepped._closed), stepped.packed)
+    abandoned = stepped.chunk_steps([*messages, ev.Msg("user", "more")], 7)
+    next(abandoned)
+    abandoned.close()
+    assert (stepped._previous, stepped._closed, stepped.packed) == before
