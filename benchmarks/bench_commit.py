@@ -25,6 +25,8 @@ import msgspec
 # This script's directory is on sys.path whether it runs as a script or is imported
 # by bench_s3 (run from the same directory), so the peers' helpers are importable.
 from _peers.base import du
+from _peers.journal_peer import events as peer_events
+from _peers.workload import make_turn
 
 import journal
 import stores.local
@@ -171,11 +173,24 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
-async def fill(j: Journal, key: ThreadKey, n: int, start: int = 0) -> int:
+def peers_turn(i: int) -> list[object]:
+    """The peers' turn (bench_peers): the same shape with pseudo-random words, which
+    compress as conversation text does rather than fifty-fold like ``turn``'s
+    repeated phrases; what compression measures run on."""
+    return peer_events(make_turn(i))
+
+
+async def fill(
+    j: Journal,
+    key: ThreadKey,
+    n: int,
+    start: int = 0,
+    make: Callable[[int], list[object]] = turn,
+) -> int:
     payload = 0
     async with j.writer(key, holder="bench") as w:
         for i in range(start, start + n):
-            events = turn(i)
+            events = make(i)
             payload += payload_bytes(events)
             await w.append(events)
     return payload
@@ -193,12 +208,16 @@ async def fill_compacting(j: Journal, key: ThreadKey, n: int, every: int = 50) -
 
 
 async def commit_latencies(
-    j: Journal, key: ThreadKey, n: int, start: int
+    j: Journal,
+    key: ThreadKey,
+    n: int,
+    start: int,
+    make: Callable[[int], list[object]] = turn,
 ) -> list[float]:
     out = []
     async with j.writer(key, holder="bench") as w:
         for i in range(start, start + n):
-            events = turn(i)
+            events = make(i)
             t0 = time.perf_counter()
             await w.append(events)
             out.append(time.perf_counter() - t0)
@@ -453,17 +472,77 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
             )
         )
 
-    # 6. Bytes written after 1,000 turns with default checkpoints.
-    space_root = os.path.join(root, "space")
-    j = Journal.open(space_root, fsync=False)
-    key = ThreadKey("bench", "space")
-    payload = await fill(j, key, 1000)
-    size, alloc = du(space_root)
+    # 6. Bytes written after 1,000 turns with default checkpoints, then the same
+    #    with compression="zstd", and the peers' turn for both (see peers_turn).
+    for compression, make, which in (
+        (None, turn, ""),
+        (None, peers_turn, ", peers' turn"),
+        ("zstd", peers_turn, ", peers' turn, compression=zstd"),
+    ):
+        space_root = os.path.join(root, f"space-{compression}-{len(which)}")
+        j = Journal.open(space_root, fsync=False, compression=compression)
+        key = ThreadKey("bench", "space")
+        payload = await fill(j, key, 1000, make=make)
+        size, alloc = du(space_root)
+        rows.append(
+            (
+                f"bytes written after 1,000 turns (records+checkpoints+chunks{which})",
+                f"{size:,} B for {payload:,} B of messages (du {alloc:,} B)",
+                f"{size / payload:.2f}x payload",
+            )
+        )
+
+    # 7. What compression="zstd" costs: a durable commit with and without it
+    #    (alternating in blocks of 50), and a full replay of compressed records.
+    zstd_lat: dict[str | None, list[float]] = {None: [], "zstd": []}
+    zjournals = {
+        c: Journal.open(os.path.join(root, f"zcommit-{c}"), compression=c)
+        for c in zstd_lat
+    }
+    zkey = ThreadKey("bench", "zstd-commit")
+    done = 0
+    while done < n_commit:
+        for c, lat in zstd_lat.items():
+            lat += await commit_latencies(zjournals[c], zkey, 50, done, peers_turn)
+        done += 50
+    p_plain, p_zstd = (statistics.median(zstd_lat[c]) for c in (None, "zstd"))
     rows.append(
         (
-            "bytes written after 1,000 turns (records+checkpoints+chunks)",
-            f"{size:,} B for {payload:,} B of messages (du {alloc:,} B)",
-            f"{size / payload:.2f}x payload",
+            "commit p50 (fsync, peers' turn), compression=zstd / none",
+            f"{p_zstd * 1e3:.3f} ms / {p_plain * 1e3:.3f} ms",
+            f"{p_zstd / p_plain:.2f}x",
+        )
+    )
+    zroot = os.path.join(root, "zreplay")
+    await fill(
+        Journal.open(zroot, fsync=False, compression="zstd"),
+        k_huge,
+        2000,
+        make=peers_turn,
+    )
+    zfresh = Journal.open(zroot)
+    zraw = await zfresh.store.read_many(
+        [zfresh._log(k_huge).record_key(v) for v in range(1, 2002)]
+    )
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        with journal.codec.gc_paused():
+            zparsed = [
+                journal.codec.parse_record(d, label=label, version=i + 1)
+                for i, d in enumerate(zraw)
+                if d is not None
+            ]
+            zdecoded = [journal.codec.materialize(p, label=label) for p in zparsed]
+            proj = AgentStateProjection(label)
+            fold(proj, proj.initial(k_huge), zdecoded)
+        best = min(best, time.perf_counter() - t0)
+    z_events = sum(len(r.events) for r in zdecoded)
+    rows.append(
+        (
+            "full replay of compressed records (peers' turn; decompress + the above)",
+            f"{z_events} events in {best * 1e3:.1f} ms",
+            f"{z_events / best:,.0f} events/s",
         )
     )
     return rows

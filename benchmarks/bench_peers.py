@@ -71,6 +71,12 @@ SCRIPT = Path(__file__).resolve()
 SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
     "aj-fsync": ("journal_peer", "JournalPeer", {"fsync": True}, "root"),
     "aj-nofsync": ("journal_peer", "JournalPeer", {"fsync": False}, "root"),
+    "aj-zstd": (
+        "journal_peer",
+        "JournalPeer",
+        {"fsync": True, "compression": "zstd"},
+        "root",
+    ),
     "aj-memory": ("journal_peer", "JournalPeer", {}, "memory"),
     "lg-memory": ("langgraph_peer", "LangGraphPeer", {"kind": "memory"}, None),
     "lg-sqlite": ("langgraph_peer", "LangGraphPeer", {"kind": "sqlite"}, "path"),
@@ -566,13 +572,24 @@ def losses(res: Results) -> list[str]:
                     f"{label}: load at {length:,} turns ({where}) {ms(p2)} ms vs "
                     f"{ms(o2)} ms ({o2 / p2:.2f}x faster)"
                 )
+        zstd = rows.get("aj-zstd") if row.durable == "durable" else None
         if row.footprint and base.footprint:
             for i, what in ((0, "bytes"), (1, "allocated (du)")):
                 if row.footprint[i] < base.footprint[i]:
+                    also = ""
+                    if zstd is not None and zstd.footprint is not None:
+                        z = zstd.footprint[i]
+                        also = f"; agent-journal with compression=zstd: {mib(z)}, " + (
+                            f"{row.footprint[i] / z:.2f}x smaller than the peer"
+                            if z < row.footprint[i]
+                            else f"the peer is {z / row.footprint[i]:.2f}x "
+                            "smaller still"
+                        )
                     out.append(
                         f"{label}: {what} at {res.plan.bytes_at:,} turns "
                         f"{mib(row.footprint[i])} vs {mib(base.footprint[i])} "
-                        f"({base.footprint[i] / row.footprint[i]:.2f}x smaller)"
+                        f"({base.footprint[i] / row.footprint[i]:.2f}x smaller"
+                        f"{also})"
                     )
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from journal.codec import Record, register_event, register_upcaster
 from journal.engine import Finding, Journal, ThreadWriter, VerifyReport
 from journal.errors import (
+    CompressionUnavailableError,
     ConflictError,
     CorruptRecordError,
     DuplicateRunError,
@@ -82,6 +83,7 @@ __all__ = [
     "Agent",
     "AgentRun",
     "AgentStateReplaced",
+    "CompressionUnavailableError",
     "ConflictError",
     "ConflictPolicy",
     "ContentBlock",

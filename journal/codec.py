@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from journal import compression
 from journal import events as ev
 from journal.errors import CorruptRecordError
 
@@ -45,6 +46,8 @@ __all__ = [
 
 FORMAT_VERSION = 1
 RECORD_MAGIC = b"AJR1"
+RECORD_ZMAGIC = b"AJZ1"
+"""A record whose body is zstd-compressed (``Journal(compression="zstd")``)."""
 CHECKPOINT_MAGIC = b"AJC1"
 GENESIS_HASH = bytes(32)
 """The ``prev_hash`` of version 1."""
@@ -370,8 +373,13 @@ def encode_record(
     prev_hash: bytes,
     events: Iterable[object],
     blob_threshold: int = BLOB_THRESHOLD,
+    compress: Callable[[bytes], bytes] | None = None,
 ) -> EncodedRecord:
     """Encode one record (pure).
+
+    ``compress`` (see :mod:`journal.compression`) compresses the stored body (the
+    blobs are compressed by whoever stores them); the record's hash is the
+    uncompressed body's either way.
 
     Raises:
         TypeError: An event's type is not registered.
@@ -392,12 +400,11 @@ def encode_record(
         )
     )
     digest = hashlib.sha256(prev_hash + body).digest()
-    return EncodedRecord(
-        _frame(RECORD_MAGIC, body, digest),
-        digest,
-        hashlib.sha256(envelopes).digest(),
-        blobs,
-    )
+    if compress is not None:
+        framed = _frame(RECORD_ZMAGIC, compress(body), digest)
+    else:
+        framed = _frame(RECORD_MAGIC, body, digest)
+    return EncodedRecord(framed, digest, hashlib.sha256(envelopes).digest(), blobs)
 
 
 def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
@@ -412,7 +419,11 @@ def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
         CorruptRecordError: Any check failed, naming the thread and version.
     """
     try:
-        body_bytes, digest = _unframe(RECORD_MAGIC, raw, 32, "record")
+        if raw[:4] == RECORD_ZMAGIC:
+            stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
+            body_bytes = compression.decompress(stored)
+        else:
+            body_bytes, digest = _unframe(RECORD_MAGIC, raw, 32, "record")
         body = _body_decoder.decode(body_bytes)
     except (ValueError, msgspec.DecodeError) as exc:
         raise CorruptRecordError(label, version, str(exc)) from None

@@ -23,6 +23,7 @@ from journal.checkpoint import (
     decode_chunk,
     pack_chunk,
 )
+from journal.compression import compressor
 from journal.diff import diff_states
 from journal.errors import (
     CorruptRecordError,
@@ -44,7 +45,7 @@ from journal.lease import (
     read_lease,
     write_lease,
 )
-from journal.log import RetentionMarker, ThreadLog
+from journal.log import RetentionMarker, ThreadLog, unpack_blob
 from projections.agent_state import (
     AgentState,
     AgentStateProjection,
@@ -139,6 +140,13 @@ class Journal:
             twice it in any case (see ``CheckpointPolicy``).
         blob_threshold: Encoded events larger than this become blobs.
         clock: Wall clock in seconds (lease expiry, ``committed_at``).
+        compression: ``"zstd"`` to have writers compress records and blobs (the
+            ``zstd`` extra; see :mod:`journal.compression`), None not to. Readers
+            read either, whatever this says.
+
+    Raises:
+        ValueError: An unknown ``compression``.
+        CompressionUnavailableError: ``compression="zstd"`` without zstandard.
     """
 
     def __init__(
@@ -148,11 +156,14 @@ class Journal:
         checkpoint_every: int = 100,
         blob_threshold: int = codec.BLOB_THRESHOLD,
         clock: Callable[[], float] = time.time,
+        compression: str | None = None,
     ) -> None:
         self.store = store
         self.policy = CheckpointPolicy(checkpoint_every)
         self.blob_threshold = blob_threshold
         self.clock = clock
+        self.compression = compression
+        self.compress = compressor(compression)
 
     @classmethod
     def open(
@@ -161,6 +172,7 @@ class Journal:
         *,
         checkpoint_every: int = 100,
         blob_threshold: int = codec.BLOB_THRESHOLD,
+        compression: str | None = None,
         **storage_options: Any,
     ) -> Journal:
         """Open a journal at ``url``.
@@ -170,15 +182,18 @@ class Journal:
                 ``s3://bucket/prefix``, or another registered scheme.
             checkpoint_every: Automatic checkpoint interval in records (0: off).
             blob_threshold: Encoded events larger than this become blobs.
+            compression: ``"zstd"`` to compress what writers store (see the class).
             **storage_options: Passed to the backend (``fsync=False`` locally;
                 ``endpoint_url``, ``key``, ``secret``, ... for S3).
         """
         from stores.registry import open_store
 
+        compressor(compression)  # refuse a bad setting before opening the store
         return cls(
             open_store(url, **storage_options),
             checkpoint_every=checkpoint_every,
             blob_threshold=blob_threshold,
+            compression=compression,
         )
 
     async def aclose(self) -> None:
@@ -194,7 +209,7 @@ class Journal:
     def _log(self, key: ThreadKey) -> ThreadLog:
         if not isinstance(key, ThreadKey):
             raise TypeError(f"expected a ThreadKey, not {type(key).__name__}")
-        return ThreadLog(self.store, key)
+        return ThreadLog(self.store, key, self.compress)
 
     # --- writing ---
 
@@ -949,7 +964,9 @@ class Journal:
                     report.problems.append(
                         Finding(version, f"checkpoint chunk {digest} is missing")
                     )
-                elif hashlib.sha256(blob).hexdigest() != digest:
+                elif (
+                    unpacked := unpack_blob(blob)
+                ) is None or hashlib.sha256(unpacked).hexdigest() != digest:
                     report.problems.append(
                         Finding(version, f"checkpoint chunk {digest} is corrupt")
                     )
@@ -1036,7 +1053,7 @@ class ThreadWriter:
         self.key = key
         self.holder = holder
         self.ttl = ttl
-        self.log = ThreadLog(journal.store, key)
+        self.log = ThreadLog(journal.store, key, journal.compress)
         self.state: AgentState = AgentState()
         self.version = 0
         self.base_version = 0
@@ -1339,6 +1356,7 @@ class ThreadWriter:
                 prev_hash=self._head_hash,
                 events=events,
                 blob_threshold=self.journal.blob_threshold,
+                compress=self.journal.compress,
             )
             try:
                 await self.log.publish(encoded, version)

@@ -17,7 +17,8 @@ Errors are grouped by what the caller must do next::
     │   ├── ObjectNotFoundError          read()/replace() found no such key
     │   └── PreconditionFailedError      replace() found another etag
     ├── CorruptRecordError               bad checksum, broken chain, gap, missing blob
-    └── UnknownEventError                a required event type this reader lacks
+    ├── UnknownEventError                a required event type this reader lacks
+    └── CompressionUnavailableError      zstd data or setting, zstandard missing
     InvalidKeyError(JournalError, ValueError)
 
 Programmer mistakes raise the built-in ``ValueError`` / ``TypeError``. Native backend
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = [
+    "CompressionUnavailableError",
     "ConflictError",
     "CorruptRecordError",
     "DuplicateRunError",
@@ -248,3 +250,13 @@ class UnknownEventError(JournalError):
 
 class InvalidKeyError(JournalError, ValueError):
     """A thread identifier is not acceptable (empty, too long, control chars)."""
+
+
+class CompressionUnavailableError(JournalError, ImportError):
+    """Compressed data was found (or compression asked for) without ``zstandard``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "zstd compression needs the zstandard package: "
+            "pip install 'agent-journal[zstd]'"
+        )

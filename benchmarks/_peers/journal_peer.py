@@ -65,7 +65,9 @@ class JournalPeer(Adapter):
     system = "agent-journal"
     module = "journal_peer"
 
-    def __init__(self, root: Path | None, *, fsync: bool = True) -> None:
+    def __init__(
+        self, root: Path | None, *, fsync: bool = True, compression: str | None = None
+    ) -> None:
         if root is None:  # a process-wide MemoryStore
             variant = "memory://"
             durability = "in memory: nothing survives the process"
@@ -82,9 +84,16 @@ class JournalPeer(Adapter):
                 "fsync=False: the same writes without any fsync (survives a "
                 "process crash, not a power loss)"
             )
+        if compression is not None:
+            variant += f", compression={compression}"
+            durability += (
+                f"; records and chunks compressed with {compression} "
+                "(`Journal.open(..., compression=...)`, the `zstd` extra)"
+            )
         super().__init__(variant, durability)
         self.root = root
         self.fsync = fsync
+        self.compression = compression
         self.persistent = root is not None
         self.durable = (
             "memory" if root is None else "durable" if fsync else "not durable"
@@ -95,7 +104,7 @@ class JournalPeer(Adapter):
     def _open_journal(self) -> Journal:
         if self.root is None:
             return Journal.open(self.url)
-        return Journal.open(self.url, fsync=self.fsync)
+        return Journal.open(self.url, fsync=self.fsync, compression=self.compression)
 
     async def open(self) -> None:
         self.journal = self._open_journal()

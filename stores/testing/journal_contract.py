@@ -202,6 +202,8 @@ class JournalFactory:
     def __init__(self, url: str, options: Mapping[str, Any]) -> None:
         self.url = url
         self.options = dict(options)
+        # A journal option among the storage options: every journal opened uses it.
+        self.compression: str | None = self.options.pop("compression", None)
         self._opened: list[Journal] = []
 
     def __call__(
@@ -228,6 +230,7 @@ class JournalFactory:
             checkpoint_every=checkpoint_every,
             blob_threshold=blob_threshold,
             clock=clock or time.time,
+            compression=self.compression,
         )
         self._opened.append(journal)
         return journal
@@ -436,7 +439,10 @@ class JournalContract:
 
     @pytest.fixture
     def storage_options(self) -> dict[str, Any]:
-        """Options passed to ``Journal.open`` with the URL (none by default)."""
+        """Options passed to ``Journal.open`` with the URL (none by default).
+
+        ``compression`` among them is passed to every ``Journal`` opened.
+        """
         return {}
 
     @pytest.fixture

@@ -29,3 +29,25 @@ class TestLocalJournalNoFsync(JournalContract):
     @pytest.fixture
     def storage_options(self):
         return {"fsync": False}
+
+
+class TestMemoryJournalZstd(JournalContract):
+    """Every record and blob compressed."""
+
+    @pytest.fixture
+    async def journal_url(self):
+        return f"memory://journal-contract-{uuid.uuid4().hex}"
+
+    @pytest.fixture
+    def storage_options(self):
+        return {"compression": "zstd"}
+
+
+class TestLocalJournalZstd(JournalContract):
+    @pytest.fixture
+    async def journal_url(self, tmp_path):
+        return str(tmp_path / "journal")
+
+    @pytest.fixture
+    def storage_options(self):
+        return {"compression": "zstd"}
