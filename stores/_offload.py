@@ -15,8 +15,9 @@ concurrently, up to ``min(32, cpu_count + 4)`` threads (asyncio's default execut
 size); cancelling the awaiting task does not stop the call, whose result is then
 dropped; exceptions propagate to the awaiting task. Context variables are not
 copied: store functions do not read them. The threads are daemons, and an ``atexit``
-hook lets each finish the call it is running before the interpreter goes down, as
-``asyncio.run`` does for its executor. A forked child starts with no threads.
+hook lets each finish the call it is running (for 5 seconds at most) before the
+interpreter goes down, as ``asyncio.run`` does for its executor. A forked child
+starts with no threads.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -92,14 +94,19 @@ class _Workers:
                 future.get_loop().call_soon_threadsafe(_settle, future, *result)
             del future, result
 
-    def stop(self) -> None:
-        """Let every worker finish its current call, then end it."""
+    def stop(self, timeout: float = 5.0) -> None:
+        """Let every worker finish its current call, then end it.
+
+        Waits ``timeout`` seconds at most in all: a call blocked for good (on the
+        ``flock`` of a stopped process, say) must not hang the interpreter's exit.
+        """
         with self._lock:
             threads, self._threads = self._threads, []
         for _ in threads:
             self._queue.put(None)
+        deadline = time.monotonic() + timeout
         for thread in threads:
-            thread.join()
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 _workers = _Workers()
