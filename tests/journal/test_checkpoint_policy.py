@@ -95,3 +95,15 @@ async def test_automatic_checkpoints_leave_next_to_nothing_open(tmp_path):
     assert waited >= 3, versions  # some came at a boundary, before being forced
     state = await Journal.open(j.store.url, checkpoint_every=0).load(key)
     assert state.context == contexts[max(contexts)]
+
+
+async def test_background_checkpoints_progress_on_a_store_that_never_waits():
+    """memory:// calls never suspend, so a tight loop of appends gives the event loop
+    no other chance to run the background checkpoint: append hands it a turn."""
+    j = Journal.open(f"memory://policy-{uuid.uuid4().hex}", checkpoint_every=10)
+    key = ThreadKey("agent", "policy", "memory")
+    async with j.writer(key) as w:
+        for i in range(400):
+            await w.append([MessageAppended(Msg("user", f"m{i}", id=f"m-{i}"))])
+        during = await ThreadLog(j.store, key).checkpoint_versions()
+    assert len(during) >= 10, during
