@@ -168,6 +168,17 @@ async def _to_thread(fn: Callable[..., object], *args: object) -> object:
     return await asyncio.to_thread(fn, *args)
 
 
+def _hop_row(
+    what: str, hop: dict[str, list[float]], scale: float, unit: str, digits: int
+) -> tuple[str, str, str]:
+    t50, r50 = (statistics.median(hop[n]) for n in ("to_thread", "run_blocking"))
+    return (
+        f"{what}: asyncio.to_thread / run_blocking",
+        f"{t50 * scale:.{digits}f} {unit} / {r50 * scale:.{digits}f} {unit}",
+        f"{t50 / r50:.2f}x",
+    )
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
@@ -328,14 +339,7 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
             call = asyncio.to_thread if name == "to_thread" else run_blocking
             for _ in range(50):
                 hop[name].append(await timed(lambda call=call: call(int)))  # type: ignore[misc]
-    t50, r50 = (statistics.median(hop[n]) for n in ("to_thread", "run_blocking"))
-    rows.append(
-        (
-            "worker-thread hop p50, no-op: asyncio.to_thread / run_blocking",
-            f"{t50 * 1e6:.0f} us / {r50 * 1e6:.0f} us",
-            f"{t50 / r50:.2f}x",
-        )
-    )
+    rows.append(_hop_row("worker-thread hop p50, no-op", hop, 1e6, "us", 0))
     j = Journal.open(os.path.join(root, "hop"), fsync=True)
     key = ThreadKey("bench", "hop")
     hop = {"to_thread": [], "run_blocking": []}
@@ -349,14 +353,7 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
                 done += 50
     finally:
         local.run_blocking = run_blocking
-    t50, r50 = (statistics.median(hop[n]) for n in ("to_thread", "run_blocking"))
-    rows.append(
-        (
-            "commit p50 (fsync), local store hopping by to_thread / run_blocking",
-            f"{t50 * 1e3:.3f} ms / {r50 * 1e3:.3f} ms",
-            f"{t50 / r50:.2f}x",
-        )
-    )
+    rows.append(_hop_row("commit p50 (fsync), local store hop", hop, 1e3, "ms", 3))
 
     # 2. Commit cost flat in history length: 100-record vs big thread, alternating.
     j = Journal.open(os.path.join(root, "flat"), fsync=False)
