@@ -435,34 +435,37 @@ class _Segment:
         index.end = pos
         return started
 
-    def read(self, name: str) -> bytes | None:
-        """The object's bytes, or None."""
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[int | None]:
+        """Open the segment read-only, its index brought up to date.
+
+        Yields None if the segment does not exist. New frames are indexed under the
+        shared lock (see :meth:`refresh`).
+        """
         with self.lock:
             try:
                 fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
-                return None
+                yield None
+                return
             try:
                 self.refresh(fd, shared=True)
-                found = self.index.live.get(name)
-                if found is None:
-                    return None
-                return os.pread(fd, found[1], found[0])
+                yield fd
             finally:
                 os.close(fd)
 
+    def read(self, name: str) -> bytes | None:
+        """The object's bytes, or None."""
+        with self.reading() as fd:
+            found = None if fd is None else self.index.live.get(name)
+            if fd is None or found is None:
+                return None
+            return os.pread(fd, found[1], found[0])
+
     def names(self) -> list[str]:
         """The live names (refreshed)."""
-        with self.lock:
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                return []
-            try:
-                self.refresh(fd, shared=True)
-                return list(self.index.live)
-            finally:
-                os.close(fd)
+        with self.reading() as fd:
+            return [] if fd is None else list(self.index.live)
 
 
 def _parse(
@@ -734,20 +737,14 @@ class SegmentSet:
                 by_segment.setdefault(seg_name, []).append(i)
         for seg_name, positions in by_segment.items():
             segment = self.segment(os.path.join(directory, seg_name))
-            with segment.lock:
-                try:
-                    fd = os.open(segment.path, os.O_RDONLY)
-                except FileNotFoundError:
+            with segment.reading() as fd:
+                if fd is None:
                     continue
-                try:
-                    segment.refresh(fd, shared=True)
-                    live = segment.index.live
-                    for i in positions:
-                        found = live.get(names[i])
-                        if found is not None:
-                            out[i] = os.pread(fd, found[1], found[0])
-                finally:
-                    os.close(fd)
+                live = segment.index.live
+                for i in positions:
+                    found = live.get(names[i])
+                    if found is not None:
+                        out[i] = os.pread(fd, found[1], found[0])
         return out
 
     def delete(self, directory: str, name: str) -> bool:
