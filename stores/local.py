@@ -47,6 +47,12 @@ _TMP_PREFIX = ".tmp-"
 _TRANSIENT = {errno.EAGAIN, errno.EBUSY, errno.EINTR, errno.ETIMEDOUT}
 
 
+def _bad_part(part: str) -> bool:
+    # A leading "." is reserved for the store's own temporary and lock files: such a
+    # key would be hidden from ``list`` or collide with one of them.
+    return not part or part[0] == "." or "\\" in part or "\x00" in part
+
+
 def _etag(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -113,12 +119,9 @@ class LocalStore(ObjectStore):
     # --- helpers (run in a worker thread) -------------------------------------
 
     def _path(self, key: str) -> str:
-        if not key or key.startswith("/") or "\\" in key or "\x00" in key:
-            raise ValueError(f"invalid object key {key!r}")
+        # An empty key, or one starting with "/", has an empty part.
         parts = key.split("/")
-        # A leading "." is reserved for the store's own temporary and lock files:
-        # such a key would be hidden from ``list`` or collide with one of them.
-        if any(not p or p.startswith(".") for p in parts):
+        if any(map(_bad_part, parts)):
             raise ValueError(f"invalid object key {key!r}")
         return os.path.join(self.root, *parts)
 
@@ -138,13 +141,7 @@ class LocalStore(ObjectStore):
         """(directory, name) of a key's object, validating it as ``_path`` does."""
         dir_key, sep, name = key.rpartition("/")
         directory = self._dir_paths.get(dir_key) if sep else None
-        if (
-            directory is None
-            or not name
-            or name[0] == "."
-            or "\\" in name
-            or "\x00" in name
-        ):
+        if directory is None or _bad_part(name):
             directory, name = os.path.split(self._path(key))
             if sep and len(self._dir_paths) < 4096:
                 self._dir_paths[dir_key] = directory
@@ -152,15 +149,17 @@ class LocalStore(ObjectStore):
 
     def _publish(self, key: str, data: bytes) -> str:
         directory, name = self._locate(key)
-        if self.segments and segment_of(name) is not None:
+        framed = segment_of(name) is not None
+        if self.segments and framed:
             with _map_errors(key):
                 self._ensure_dir(directory)
                 return self._segs.create(directory, name, data, key=key)
         path = os.path.join(directory, name)
-        where = self._segmented(path)
         with (
             _map_errors(key),
-            self._segs.guard_file(*where, key=key) if where else nullcontext(),
+            self._segs.guard_file(directory, name, key=key)
+            if framed
+            else nullcontext(),
         ):
             self._ensure_dir(directory)
             tmp = self._write_temp(directory, data)
