@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import time
@@ -45,7 +44,7 @@ from journal.lease import (
     read_lease,
     write_lease,
 )
-from journal.log import RetentionMarker, ThreadLog, unpack_blob
+from journal.log import RetentionMarker, ThreadLog, checked_blob
 from projections.agent_state import (
     AgentState,
     AgentStateProjection,
@@ -964,9 +963,7 @@ class Journal:
                     report.problems.append(
                         Finding(version, f"checkpoint chunk {digest} is missing")
                     )
-                elif (
-                    unpacked := unpack_blob(blob)
-                ) is None or hashlib.sha256(unpacked).hexdigest() != digest:
+                elif checked_blob(blob, digest) is None:
                     report.problems.append(
                         Finding(version, f"checkpoint chunk {digest} is corrupt")
                     )

@@ -63,18 +63,24 @@ def version_of(key: str) -> int | None:
     return int(stem)
 
 
-def unpack_blob(stored: bytes) -> bytes | None:
-    """A blob's bytes as stored, decompressed if they were (None: a damaged frame).
+def checked_blob(stored: bytes, digest: str) -> bytes | None:
+    """A blob's bytes, decompressed if they were stored so, if they match ``digest``.
+
+    Returns:
+        The bytes, or None when they do not match (or a compressed frame is damaged).
 
     Raises:
         CompressionUnavailableError: The blob is compressed; zstandard is missing.
     """
-    if not compression.is_compressed(stored):
-        return stored
-    try:
-        return compression.decompress(stored)
-    except ValueError:
+    data: bytes | None = stored
+    if compression.is_compressed(stored):
+        try:
+            data = compression.decompress(stored)
+        except ValueError:
+            data = None
+    if data is None or hashlib.sha256(data).hexdigest() != digest:
         return None
+    return data
 
 
 class ThreadLog:
@@ -149,12 +155,11 @@ class ThreadLog:
             return
         items = []
         for digest, data in blobs:
-            if self.compress is None:
-                items.append((self.blob_key(digest), data))
-                continue
-            # A chunk takes ~0.1 ms to compress: let commits in between.
-            items.append((self.blob_key(digest), self.compress(data)))
-            await asyncio.sleep(0)
+            stored = data
+            if self.compress is not None:
+                stored = self.compress(data)
+                await asyncio.sleep(0)  # ~0.1 ms a chunk: let commits in between
+            items.append((self.blob_key(digest), stored))
         await self.store.create_many(items)
 
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
@@ -198,12 +203,12 @@ class ThreadLog:
                 raise CorruptRecordError(
                     self.label, version, f"blob {digest} is missing"
                 )
-            data = unpack_blob(data)
-            if data is None or hashlib.sha256(data).hexdigest() != digest:
+            blob = checked_blob(data, digest)
+            if blob is None:
                 raise CorruptRecordError(
                     self.label, version, f"blob {digest} does not match its hash"
                 )
-            out[digest] = data
+            out[digest] = blob
         return out
 
     async def materialize(
