@@ -51,7 +51,7 @@ from moto.server import ThreadedMotoServer
 
 from benchmarks.bench_commit import fill, fill_compacting, turn
 from journal import Journal, MessageAppended, Msg, ThreadKey, codec
-from journal.log import ThreadLog
+from journal.engine.log import ThreadLog
 from tests.services.s3 import (
     CREDENTIALS,
     S3Proxy,

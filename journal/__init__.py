@@ -1,83 +1,186 @@
 """agent-journal: an event-sourced journal engine for AI-agent state.
 
 Import everything from here: ``from journal import Journal, ThreadKey, Msg``.
+
+The package root is lazy (PEP 562): a name is imported from its module the first
+time it is asked for, so ``import journal.events`` (or any foundation module) loads
+the foundation only, not the engine, the projections or the runtime. See
+``docs/LAYERS.md`` for which module holds what.
 """
 
 from __future__ import annotations
 
-from journal.codec import Record, register_event, register_upcaster
-from journal.engine import Finding, Journal, ThreadWriter, VerifyReport
-from journal.errors import (
-    CompressionUnavailableError,
-    ConflictError,
-    CorruptRecordError,
-    DuplicateRunError,
-    FencedError,
-    InvalidKeyError,
-    JournalError,
-    LeaseError,
-    LeaseHeldError,
-    ObjectExistsError,
-    ObjectNotFoundError,
-    PreconditionFailedError,
-    RunError,
-    StaleStateError,
-    StorageError,
-    UncertainToolCallsError,
-    UnknownEventError,
-    VersionConflictError,
-)
-from journal.events import (
-    AgentStateReplaced,
-    ContentBlock,
-    ContextCleared,
-    ContextCompacted,
-    Event,
-    EvidenceBound,
-    LeaseAcquired,
-    MessageAppended,
-    Msg,
-    PermissionModeSet,
-    PermissionRuleRemoved,
-    PermissionRuleSet,
-    PlanModeEntered,
-    PlanModeExited,
-    RequirementDecided,
-    RunCompleted,
-    RunFailed,
-    RunInterrupted,
-    RunStarted,
-    SummarySet,
-    TaskBegun,
-    TextBlock,
-    ThinkingBlock,
-    ThreadCreated,
-    TodosWritten,
-    ToolCallCompleted,
-    ToolCallReconciled,
-    ToolCallRequested,
-    ToolGroupActivated,
-    ToolGroupDeactivated,
-    ToolResultBlock,
-    ToolUseBlock,
-    UnknownEvent,
-    VerificationRecorded,
-)
-from journal.keys import ThreadKey
-from journal.policy import ConflictPolicy
-from journal.runtime import (
-    Agent,
-    AgentRun,
-    Model,
-    ModelResponse,
-    RuntimeContext,
-    ScriptedModel,
-    ScriptItem,
-    ToolCall,
-    ToolSpec,
-    tool,
-)
-from journal.store import ObjectStore
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from journal.codec import (
+        EventType,
+        Record,
+        register_event,
+        register_upcaster,
+        unregister_event,
+    )
+    from journal.engine import (
+        Finding,
+        Journal,
+        ThreadWriter,
+        VerifyReport,
+    )
+    from journal.errors import (
+        CompressionUnavailableError,
+        ConflictError,
+        CorruptRecordError,
+        DuplicateRunError,
+        FencedError,
+        InvalidKeyError,
+        JournalError,
+        LeaseError,
+        LeaseHeldError,
+        ObjectExistsError,
+        ObjectNotFoundError,
+        PreconditionFailedError,
+        RunError,
+        StaleStateError,
+        StorageError,
+        UncertainToolCallsError,
+        UnknownEventError,
+        VersionConflictError,
+    )
+    from journal.events import (
+        AgentStateReplaced,
+        ContentBlock,
+        ContextCleared,
+        ContextCompacted,
+        Event,
+        EvidenceBound,
+        LeaseAcquired,
+        MessageAppended,
+        Msg,
+        PermissionModeSet,
+        PermissionRuleRemoved,
+        PermissionRuleSet,
+        PlanModeEntered,
+        PlanModeExited,
+        RequirementDecided,
+        RunCompleted,
+        RunFailed,
+        RunInterrupted,
+        RunStarted,
+        SummarySet,
+        TaskBegun,
+        TextBlock,
+        ThinkingBlock,
+        ThreadCreated,
+        TodosWritten,
+        ToolCallCompleted,
+        ToolCallReconciled,
+        ToolCallRequested,
+        ToolGroupActivated,
+        ToolGroupDeactivated,
+        ToolResultBlock,
+        ToolUseBlock,
+        UnknownEvent,
+        VerificationRecorded,
+    )
+    from journal.keys import (
+        ThreadKey,
+    )
+    from journal.policy import (
+        ConflictPolicy,
+    )
+    from journal.runtime import (
+        Agent,
+        AgentRun,
+        Model,
+        ModelResponse,
+        RuntimeContext,
+        ScriptedModel,
+        ScriptItem,
+        ToolCall,
+        ToolSpec,
+        tool,
+    )
+    from journal.store import (
+        ObjectStore,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "journal.runtime",
+    "AgentRun": "journal.runtime",
+    "AgentStateReplaced": "journal.events",
+    "CompressionUnavailableError": "journal.errors",
+    "ConflictError": "journal.errors",
+    "ConflictPolicy": "journal.policy",
+    "ContentBlock": "journal.events",
+    "ContextCleared": "journal.events",
+    "ContextCompacted": "journal.events",
+    "CorruptRecordError": "journal.errors",
+    "DuplicateRunError": "journal.errors",
+    "Event": "journal.events",
+    "EventType": "journal.codec",
+    "EvidenceBound": "journal.events",
+    "FencedError": "journal.errors",
+    "Finding": "journal.engine",
+    "InvalidKeyError": "journal.errors",
+    "Journal": "journal.engine",
+    "JournalError": "journal.errors",
+    "LeaseAcquired": "journal.events",
+    "LeaseError": "journal.errors",
+    "LeaseHeldError": "journal.errors",
+    "MessageAppended": "journal.events",
+    "Model": "journal.runtime",
+    "ModelResponse": "journal.runtime",
+    "Msg": "journal.events",
+    "ObjectExistsError": "journal.errors",
+    "ObjectNotFoundError": "journal.errors",
+    "ObjectStore": "journal.store",
+    "PermissionModeSet": "journal.events",
+    "PermissionRuleRemoved": "journal.events",
+    "PermissionRuleSet": "journal.events",
+    "PlanModeEntered": "journal.events",
+    "PlanModeExited": "journal.events",
+    "PreconditionFailedError": "journal.errors",
+    "Record": "journal.codec",
+    "RequirementDecided": "journal.events",
+    "RunCompleted": "journal.events",
+    "RunError": "journal.errors",
+    "RunFailed": "journal.events",
+    "RunInterrupted": "journal.events",
+    "RunStarted": "journal.events",
+    "RuntimeContext": "journal.runtime",
+    "ScriptItem": "journal.runtime",
+    "ScriptedModel": "journal.runtime",
+    "StaleStateError": "journal.errors",
+    "StorageError": "journal.errors",
+    "SummarySet": "journal.events",
+    "TaskBegun": "journal.events",
+    "TextBlock": "journal.events",
+    "ThinkingBlock": "journal.events",
+    "ThreadCreated": "journal.events",
+    "ThreadKey": "journal.keys",
+    "ThreadWriter": "journal.engine",
+    "TodosWritten": "journal.events",
+    "ToolCall": "journal.runtime",
+    "ToolCallCompleted": "journal.events",
+    "ToolCallReconciled": "journal.events",
+    "ToolCallRequested": "journal.events",
+    "ToolGroupActivated": "journal.events",
+    "ToolGroupDeactivated": "journal.events",
+    "ToolResultBlock": "journal.events",
+    "ToolSpec": "journal.runtime",
+    "ToolUseBlock": "journal.events",
+    "UncertainToolCallsError": "journal.errors",
+    "UnknownEvent": "journal.events",
+    "UnknownEventError": "journal.errors",
+    "VerificationRecorded": "journal.events",
+    "VerifyReport": "journal.engine",
+    "VersionConflictError": "journal.errors",
+    "register_event": "journal.codec",
+    "register_upcaster": "journal.codec",
+    "tool": "journal.runtime",
+    "unregister_event": "journal.codec",
+}
 
 __all__ = [
     "Agent",
@@ -92,6 +195,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateRunError",
     "Event",
+    "EventType",
     "EvidenceBound",
     "FencedError",
     "Finding",
@@ -152,4 +256,18 @@ __all__ = [
     "register_event",
     "register_upcaster",
     "tool",
+    "unregister_event",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

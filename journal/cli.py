@@ -46,9 +46,9 @@ import msgspec
 from journal import codec
 from journal import events as ev
 from journal.engine import Finding, Journal, VerifyReport
+from journal.engine.log import ThreadLog
 from journal.errors import InvalidKeyError, JournalError, VersionConflictError
 from journal.keys import ThreadKey
-from journal.log import ThreadLog
 from projections.agent_state import AgentState, decode_state, encode_state
 from projections.audit import RunEntry, RunLedger, ToolCallEntry
 from projections.base import fold

@@ -177,7 +177,17 @@ class ParsedRecord:
 
 
 @dataclass(slots=True)
-class _EventType:
+class EventType:
+    """One registered event type, as :func:`unregister_event` hands it back.
+
+    Attributes:
+        cls: The event class.
+        name: Its type name on the wire.
+        required: Whether readers that do not know it must fail closed.
+        schema: The schema version written.
+        decoder: Decodes its fields (msgpack).
+    """
+
     cls: type[msgspec.Struct]
     name: str
     required: bool
@@ -185,8 +195,8 @@ class _EventType:
     decoder: msgspec.msgpack.Decoder[Any]
 
 
-_BY_NAME: dict[str, _EventType] = {}
-_BY_CLASS: dict[type, _EventType] = {}
+_BY_NAME: dict[str, EventType] = {}
+_BY_CLASS: dict[type, EventType] = {}
 _UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
@@ -233,12 +243,31 @@ def register_event(
     version = schema if schema is not None else int(getattr(cls, "schema", 1))
     if version < 1:
         raise ValueError(f"schema must be >= 1, not {version}")
-    info = _EventType(
-        cls, type_name, is_required, version, msgspec.msgpack.Decoder(cls)
-    )
+    info = EventType(cls, type_name, is_required, version, msgspec.msgpack.Decoder(cls))
     _BY_NAME[type_name] = info
     _BY_CLASS[cls] = info
     return cls
+
+
+def unregister_event(type_name: str) -> EventType:
+    """Forget an application event type: this process then reads it as unknown.
+
+    Meant for tests that play a reader older than the writer (re-register the
+    returned type's ``cls`` with its ``name``, ``required`` and ``schema`` to
+    restore it). Upcasters registered for the name stay.
+
+    Returns:
+        The registration removed.
+
+    Raises:
+        KeyError: ``type_name`` is not registered.
+        ValueError: ``type_name`` is a built-in event type.
+    """
+    if type_name in _BUILTIN_NAMES:
+        raise ValueError(f"{type_name!r} is a built-in event type; it stays registered")
+    info = _BY_NAME.pop(type_name)
+    _BY_CLASS.pop(info.cls, None)
+    return info
 
 
 def register_upcaster(
@@ -304,6 +333,7 @@ _BUILTINS: tuple[type[ev.Event], ...] = (
 )
 for _cls in _BUILTINS:
     register_event(_cls, required=True)
+_BUILTIN_NAMES = frozenset(_BY_NAME)
 
 
 # --- records --------------------------------------------------------------------

@@ -68,6 +68,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from journal import layout
 from journal.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -95,10 +96,10 @@ _SHORT = "short"  # a frame whose header checks out but whose bytes end early
 _NEED = "need"  # a frame whose header lies past the end of the window read
 _WINDOW = 256 * 1024  # how much of a segment an index scan reads at a time
 _SMALL_WINDOW = 4096  # ... after a frame larger than this, whose data it skips
-_RECORD = re.compile(r"^(\d{20})\.rec$")
-_BLOB = re.compile(r"^[0-9a-f]{64}$")
-_SEGMENT = re.compile(r"^\.seg-(\d{20}|other|blobs)$")
-_NUMBERED = re.compile(r"^\.seg-\d{20}$")
+_RECORD = layout.RECORD_NAME
+_BLOB = layout.BLOB_NAME
+_SEGMENT = re.compile(rf"^\.seg-(\d{{{layout.VERSION_WIDTH}}}|other|blobs)$")
+_NUMBERED = re.compile(rf"^\.seg-\d{{{layout.VERSION_WIDTH}}}$")
 MAX_OPEN = 64
 """Segments of one store whose writers' descriptor stays open between writes."""
 RESERVE = 64 * 1024
@@ -107,12 +108,16 @@ _ZERO_WORD = bytes(4)
 _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
+def _numbered(version: int) -> str:
+    return f"{SEGMENT_PREFIX}{layout.version_name(version // RECORDS_PER_SEGMENT)}"
+
+
 def segment_of(name: str) -> str | None:
     """The segment file holding the object ``name``, or None for a plain file."""
     match = _RECORD.match(name)
     if match is not None:
-        return f"{SEGMENT_PREFIX}{int(match.group(1)) // RECORDS_PER_SEGMENT:020d}"
-    if name.endswith(".rec"):
+        return _numbered(int(match.group(1)))
+    if name.endswith(layout.RECORD_SUFFIX):
         return f"{SEGMENT_PREFIX}other"
     if _BLOB.match(name) is not None:
         return f"{SEGMENT_PREFIX}blobs"
@@ -129,7 +134,7 @@ def first_segment_after(name: str) -> str | None:
     match = _RECORD.match(name)
     if match is None:
         return None
-    return f"{SEGMENT_PREFIX}{int(match.group(1)) // RECORDS_PER_SEGMENT:020d}"
+    return _numbered(int(match.group(1)))
 
 
 def _etag(data: bytes) -> str:

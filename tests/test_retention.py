@@ -15,7 +15,7 @@ from journal import (
     SummarySet,
     ThreadKey,
 )
-from journal.log import ThreadLog
+from journal.engine.log import ThreadLog
 from stores.memory import MemoryStore
 
 _names = itertools.count()

@@ -85,11 +85,12 @@ from journal import (
     VersionConflictError,
     register_event,
     register_upcaster,
+    unregister_event,
 )
-from journal import codec as journal_codec
 from journal.codec import BLOB_THRESHOLD
-from journal.lease import acquire_lease, read_lease
-from journal.log import ThreadLog, version_of
+from journal.engine.lease import acquire_lease, read_lease
+from journal.engine.log import ThreadLog
+from journal.layout import version_of
 from projections import AgentState, AgentStateProjection, fold
 
 if TYPE_CHECKING:
@@ -292,13 +293,13 @@ def texts(state: AgentState) -> list[str]:
 @contextlib.contextmanager
 def forgotten(type_name: str) -> Iterator[None]:
     """Make this process a reader that does not know ``type_name`` (then restore)."""
-    info = journal_codec._BY_NAME.pop(type_name)
-    journal_codec._BY_CLASS.pop(info.cls)
+    info = unregister_event(type_name)
     try:
         yield
     finally:
-        journal_codec._BY_NAME[type_name] = info
-        journal_codec._BY_CLASS[info.cls] = info
+        register_event(
+            info.cls, name=info.name, required=info.required, schema=info.schema
+        )
 
 
 def _unique(name: str) -> str:
@@ -1479,8 +1480,7 @@ class JournalContract:
         async with j.writer(key) as w:
             old = await w.append([NoteV1("hello")])
         # A newer release: the type is now NoteV2 at schema 2, with an upcaster.
-        info = journal_codec._BY_NAME.pop(name)
-        journal_codec._BY_CLASS.pop(info.cls)
+        unregister_event(name)
         register_event(NoteV2, name=name, required=False, schema=2)
         register_upcaster(name, 1, lambda f: {**f, "length": len(f["text"])})
         async with journal().writer(key) as w:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from journal import layout
 from journal.errors import (
     JournalError,
     ObjectExistsError,
@@ -59,7 +60,7 @@ def _noise(seed: str, size: int) -> bytes:
 
 def _version_key(version: int) -> str:
     """A record name as the journal writes it: 20-digit zero-padded."""
-    return f"{version:020d}.rec"
+    return f"{layout.version_name(version)}{layout.RECORD_SUFFIX}"
 
 
 async def _create_all(store: ObjectStore, keys: Iterable[str]) -> None:

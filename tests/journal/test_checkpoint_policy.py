@@ -14,7 +14,7 @@ from journal.checkpoint import (
     _is_boundary,
     open_run,
 )
-from journal.log import ThreadLog
+from journal.engine.log import ThreadLog
 
 
 def _ids(boundary: bool, n: int) -> list[str]:

@@ -23,7 +23,7 @@ from journal import (
 )
 from journal import compression as jcompression
 from journal.codec import RECORD_MAGIC, RECORD_ZMAGIC
-from journal.log import ThreadLog
+from journal.engine.log import ThreadLog
 from projections import AgentStateProjection, fold
 from stores.local import LocalStore
 

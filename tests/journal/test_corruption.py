@@ -21,7 +21,8 @@ import pytest
 
 from journal import CorruptRecordError, Journal, MessageAppended, Msg, ThreadKey
 from journal import codec as jcodec
-from journal.log import ThreadLog, version_of
+from journal.engine.log import ThreadLog
+from journal.layout import version_of
 from projections import AgentStateProjection, fold
 from stores.testing.journal_contract import RecordingStore
 from tests.stores._segment_child import PUT, encode_frame, object_frame

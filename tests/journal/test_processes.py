@@ -19,8 +19,8 @@ import msgspec
 import pytest
 
 from journal import Journal, LeaseAcquired, MessageAppended, Msg, ThreadKey
-from journal.lease import read_lease
-from journal.log import ThreadLog
+from journal.engine.lease import read_lease
+from journal.engine.log import ThreadLog
 from projections import AgentState, AgentStateProjection, fold
 from tests.journal._child import FENCED_EXIT
 from tests.journal._procs import Child, check_acknowledged, message_text

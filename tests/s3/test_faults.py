@@ -28,8 +28,8 @@ from journal import (
     StorageError,
     ThreadKey,
 )
-from journal.lease import read_lease
-from journal.log import ThreadLog
+from journal.engine.lease import read_lease
+from journal.engine.log import ThreadLog
 from tests.services.s3 import (  # noqa: F401
     Fault,
     S3Proxy,

@@ -31,8 +31,8 @@ from journal import (
     Msg,
     ThreadKey,
 )
-from journal.lease import read_lease
-from journal.log import ThreadLog
+from journal.engine.lease import read_lease
+from journal.engine.log import ThreadLog
 from projections import AgentStateProjection, fold
 from tests.journal._child import FENCED_EXIT
 from tests.journal._procs import Child, check_acknowledged, key_json

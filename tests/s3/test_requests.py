@@ -30,7 +30,7 @@ import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey
 from journal.codec import BLOB_THRESHOLD, decode_checkpoint
-from journal.log import ThreadLog
+from journal.engine.log import ThreadLog
 from tests.services.s3 import (  # noqa: F401
     S3Proxy,
     Seen,

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from journal import CorruptRecordError, Journal, MessageAppended, Msg, ThreadKey
+from journal.engine.log import ThreadLog
 from journal.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
 )
-from journal.log import ThreadLog
 from journal.store import ObjectStore
 from stores.local import LocalStore
 from stores.segments import MAX_OPEN, is_segment

@@ -23,7 +23,15 @@ from journal.checkpoint import (
     pack_chunk,
 )
 from journal.compression import compressor
-from journal.diff import diff_states
+from journal.engine.diff import diff_states
+from journal.engine.lease import (
+    LeaseRecord,
+    LeaseState,
+    acquire_lease,
+    read_lease,
+    write_lease,
+)
+from journal.engine.log import RetentionMarker, ThreadLog, checked_blob
 from journal.errors import (
     CorruptRecordError,
     FencedError,
@@ -37,14 +45,7 @@ from journal.errors import (
     VersionConflictError,
 )
 from journal.keys import ThreadKey, decode_segment, encode_segment
-from journal.lease import (
-    LeaseRecord,
-    LeaseState,
-    acquire_lease,
-    read_lease,
-    write_lease,
-)
-from journal.log import RetentionMarker, ThreadLog, checked_blob
+from journal.layout import ThreadLayout, encode_hint, parse_hint
 from projections.agent_state import (
     AgentState,
     AgentStateProjection,
@@ -393,7 +394,7 @@ class Journal:
         )
         if await self._read_hint(log) < chosen:
             await self.store.replace(
-                log.hint_key, f"{chosen:020d}\n".encode(), if_match=None
+                log.hint_key, encode_hint(chosen), if_match=None
             )
         # Checkpoints first: a reader that cannot find its old checkpoint looks up
         # the marker and starts from the retained one.
@@ -427,12 +428,12 @@ class Journal:
             raise ValueError("erase needs user_id or session_id")
         erased: list[ThreadKey] = []
         async for key in self.threads(namespace, agent_id, user_id, session_id):
-            prefix = key.prefix + "/"
-            for object_key in await self.store.list(prefix):
-                if not object_key.endswith("/LEASE"):
+            layout = ThreadLayout.of(key)
+            for object_key in await self.store.list(layout.prefix + "/"):
+                if object_key != layout.lease_key:
                     await self.store.delete(object_key)
             # The lease goes last, so a writer acquiring meanwhile still fences.
-            await self.store.delete(f"{prefix}LEASE")
+            await self.store.delete(layout.lease_key)
             erased.append(key)
         return erased
 
@@ -567,7 +568,7 @@ class Journal:
         # A hashed long-form segment: the ids are in the thread's first record.
         prefix = "/".join(segments)
         try:
-            data, _ = await self.store.read(f"{prefix}/log/{1:020d}.rec")
+            data, _ = await self.store.read(ThreadLayout(prefix).record_key(1))
             record = codec.materialize(
                 codec.parse_record(data, label=prefix, version=1), label=prefix
             )
@@ -591,8 +592,7 @@ class Journal:
             data, _ = await self.store.read(log.hint_key)
         except ObjectNotFoundError:
             return 0
-        text = data.decode("ascii", "replace").strip()
-        return int(text) if text.isdigit() else 0
+        return parse_hint(data)
 
     async def _read_checkpoint(
         self, log: ThreadLog, version: int
@@ -1675,7 +1675,7 @@ async def _store_checkpoint(
         await journal.store.create(
             log.checkpoint_key(snap.version), codec.encode_checkpoint(body)
         )
-    await journal.store.put_hint(log.hint_key, f"{snap.version:020d}\n".encode())
+    await journal.store.put_hint(log.hint_key, encode_hint(snap.version))
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:

@@ -1,12 +1,6 @@
-"""One thread's log on an object store: keys, publishing, reading and resolving.
+"""One thread's log on an object store: publishing, reading and resolving.
 
-Layout under the thread's prefix (see SPEC "Layout")::
-
-    log/<20-digit version>.rec     one record per version, created exclusively
-    checkpoints/<version>.ckpt     derived snapshots
-    blobs/<sha256>                 large event payloads and message chunks
-    LAST_CHECKPOINT                hint: the newest checkpoint's version
-    LEASE                          the writer lease
+The keys come from :mod:`journal.layout`.
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from journal import codec, compression
 from journal import events as ev
 from journal.checkpoint import decode_chunk
 from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.layout import ThreadLayout, version_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -28,11 +23,7 @@ if TYPE_CHECKING:
     from journal.keys import ThreadKey
     from journal.store import ObjectStore
 
-__all__ = ["RetentionMarker", "ThreadLog", "version_of"]
-
-_WIDTH = 20
-_REC_SUFFIX = ".rec"
-_CKPT_SUFFIX = ".ckpt"
+__all__ = ["RetentionMarker", "ThreadLog", "checked_blob"]
 
 
 class RetentionMarker(msgspec.Struct, frozen=True):
@@ -50,17 +41,6 @@ class RetentionMarker(msgspec.Struct, frozen=True):
 
 
 _marker_decoder = msgspec.json.Decoder(RetentionMarker)
-
-
-def version_of(key: str) -> int | None:
-    """The version named by a record or checkpoint key, or None for other keys."""
-    name = key.rsplit("/", 1)[-1]
-    stem, dot, suffix = name.partition(".")
-    if not dot or len(stem) != _WIDTH or not stem.isdigit():
-        return None
-    if "." + suffix not in (_REC_SUFFIX, _CKPT_SUFFIX):
-        return None
-    return int(stem)
 
 
 def checked_blob(stored: bytes, digest: str) -> bytes | None:
@@ -103,27 +83,17 @@ class ThreadLog:
         self.key = key
         self.compress = compress
         self.label = str(key)
-        self.prefix = key.prefix
-        self.log_dir = f"{self.prefix}/log/"
-        self.checkpoint_dir = f"{self.prefix}/checkpoints/"
-        self.blob_dir = f"{self.prefix}/blobs/"
-        self.lease_key = f"{self.prefix}/LEASE"
-        self.hint_key = f"{self.prefix}/LAST_CHECKPOINT"
-        self.retention_key = f"{self.prefix}/RETENTION"
-
-    # --- keys -------------------------------------------------------------------
-
-    def record_key(self, version: int) -> str:
-        """The key of the record at ``version``."""
-        return f"{self.log_dir}{version:0{_WIDTH}d}{_REC_SUFFIX}"
-
-    def checkpoint_key(self, version: int) -> str:
-        """The key of the checkpoint at ``version``."""
-        return f"{self.checkpoint_dir}{version:0{_WIDTH}d}{_CKPT_SUFFIX}"
-
-    def blob_key(self, digest: str) -> str:
-        """The key of a blob."""
-        return f"{self.blob_dir}{digest}"
+        self.layout = layout = ThreadLayout.of(key)
+        self.prefix = layout.prefix
+        self.log_dir = layout.log_dir
+        self.checkpoint_dir = layout.checkpoint_dir
+        self.blob_dir = layout.blob_dir
+        self.lease_key = layout.lease_key
+        self.hint_key = layout.hint_key
+        self.retention_key = layout.retention_key
+        self.record_key = layout.record_key
+        self.checkpoint_key = layout.checkpoint_key
+        self.blob_key = layout.blob_key
 
     # --- listing ----------------------------------------------------------------
 
