@@ -1,29 +1,79 @@
-"""One thread's log on an object store: publishing, reading and resolving.
+"""One thread's objects on an object store: the only code that does a thread's I/O.
 
-The keys come from :mod:`journal.layout`.
+:class:`ThreadLog` publishes and reads records, blobs, checkpoints, the
+``LAST_CHECKPOINT`` hint, the ``RETENTION`` marker and the ``LEASE``; the keys come
+from :mod:`journal.layout`. :meth:`ThreadLog.scan` is the one place that checks that
+records are contiguous and hash-chained: loading, ``records`` and ``verify`` all read
+through it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
 from journal import codec, compression
 from journal import events as ev
 from journal.checkpoint import decode_chunk
-from journal.errors import CorruptRecordError, ObjectNotFoundError
-from journal.layout import ThreadLayout, version_of
+from journal.engine.lease import (
+    LeaseRecord,
+    LeaseState,
+    acquire_lease,
+    read_lease,
+    write_lease,
+)
+from journal.errors import (
+    CorruptRecordError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+)
+from journal.layout import ThreadLayout, encode_hint, parse_hint, version_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from journal.keys import ThreadKey
     from journal.store import ObjectStore
 
-__all__ = ["RetentionMarker", "ThreadLog", "checked_blob"]
+__all__ = [
+    "READ_BATCH",
+    "ChainBrokenError",
+    "RetentionMarker",
+    "ScanProblem",
+    "ThreadLog",
+    "checked_blob",
+]
+
+READ_BATCH = 256
+"""Records read per batch (one ``read_many``)."""
+
+
+class ChainBrokenError(CorruptRecordError):
+    """A record's ``prev_hash`` is not the hash of the record before it."""
+
+
+@dataclass(slots=True, frozen=True)
+class ScanProblem:
+    """What :meth:`ThreadLog.audit` found wrong at one version.
+
+    Attributes:
+        version: The version concerned.
+        kind: ``"missing"`` (not listed), ``"vanished"`` (listed, then gone),
+            ``"corrupt"`` (fails its own checks) or ``"chain"`` (its ``prev_hash``
+            is not the previous record's hash; its own checks passed).
+        message: What is wrong, readable.
+        size: Bytes of the record read (0 when none could be read).
+    """
+
+    version: int
+    kind: str
+    message: str
+    size: int = 0
 
 
 class RetentionMarker(msgspec.Struct, frozen=True):
@@ -235,6 +285,10 @@ class ThreadLog:
             resolved.append(e)
         return msgspec.structs.replace(record, events=resolved)
 
+    async def read_blobs_raw(self, digests: Sequence[str]) -> list[bytes | None]:
+        """The stored bytes of blobs, unchecked (None for a missing one)."""
+        return await self.store.read_many([self.blob_key(d) for d in digests])
+
     async def read_retention(self) -> RetentionMarker | None:
         """The retention marker, or None when nothing was removed.
 
@@ -259,3 +313,217 @@ class ThreadLog:
         except ObjectNotFoundError:
             return False
         return True
+
+    async def head(self) -> int:
+        """The thread's head version (0 for a thread with no records).
+
+        Reads the hint and lists after it; lists the whole log only without one.
+        """
+        hint = await self.read_hint()
+        if hint:
+            after = await self.versions(hint)
+            if after:
+                return after[-1]
+            if await self.exists(hint):
+                return hint
+        versions = await self.versions()
+        return versions[-1] if versions else 0
+
+    # --- scanning ---------------------------------------------------------------
+
+    def scan(
+        self,
+        versions: Sequence[int],
+        *,
+        after: int,
+        prev_hash: bytes | None,
+    ) -> AsyncIterator[list[codec.ParsedRecord]]:
+        """Read ``versions``, checking that they follow ``after`` with no gap.
+
+        Checks contiguity before reading anything (so a gap raises here, at the
+        call), then reads in batches of :data:`READ_BATCH` and checks each record
+        and the hash chain: the first record against ``prev_hash`` (None: not
+        checked), each later one against the record before it.
+
+        Raises:
+            CorruptRecordError: A version is missing or a record fails a check
+                (``ChainBrokenError`` when the chain is broken).
+        """
+        expected = after + 1
+        for version in versions:
+            if version != expected:
+                raise CorruptRecordError(self.label, expected, "record is missing")
+            expected += 1
+        # Strict mode raises instead of yielding a problem, so the batches hold
+        # parsed records only.
+        return cast(
+            "AsyncIterator[list[codec.ParsedRecord]]",
+            self._walk(versions, after, prev_hash, strict=True),
+        )
+
+    def audit(
+        self, versions: Sequence[int], *, after: int, prev_hash: bytes | None
+    ) -> AsyncIterator[list[codec.ParsedRecord | ScanProblem]]:
+        """Like :meth:`scan`, but report what is wrong instead of raising.
+
+        Every version from ``after + 1`` to the last one listed appears once, in
+        order: as its parsed record, or as a :class:`ScanProblem` (missing, vanished,
+        corrupt); a record whose ``prev_hash`` does not match the record listed
+        before it is preceded by a problem saying so. A broken chain is reported only
+        where the previous version was listed (a gap is reported once, as missing).
+        """
+        return self._walk(versions, after, prev_hash, strict=False)
+
+    async def _walk(
+        self,
+        versions: Sequence[int],
+        after: int,
+        prev_hash: bytes | None,
+        *,
+        strict: bool,
+    ) -> AsyncIterator[list[codec.ParsedRecord | ScanProblem]]:
+        listed = set(versions)
+        expected = after + 1
+        prev = prev_hash
+        for i in range(0, len(versions), READ_BATCH):
+            batch = versions[i : i + READ_BATCH]
+            raw = await self.store.read_many([self.record_key(v) for v in batch])
+            out: list[codec.ParsedRecord | ScanProblem] = []
+            for version, data in zip(batch, raw, strict=True):
+                while expected < version:
+                    out.append(ScanProblem(expected, "missing", "record is missing"))
+                    expected += 1
+                expected = version + 1
+                if data is None:
+                    if strict:
+                        raise CorruptRecordError(
+                            self.label, version, "record is missing"
+                        )
+                    out.append(
+                        ScanProblem(
+                            version, "vanished", "record vanished while verifying"
+                        )
+                    )
+                    continue
+                try:
+                    parsed = codec.parse_record(data, label=self.label, version=version)
+                except CorruptRecordError as exc:
+                    if strict:
+                        raise
+                    out.append(ScanProblem(version, "corrupt", str(exc), len(data)))
+                    continue
+                if (
+                    prev is not None
+                    and parsed.body.prev_hash != prev
+                    and (version - 1 == after or version - 1 in listed)
+                ):
+                    message = (
+                        "hash chain broken: prev_hash does not match "
+                        f"version {version - 1}"
+                    )
+                    if strict:
+                        raise ChainBrokenError(self.label, version, message)
+                    out.append(ScanProblem(version, "chain", message))
+                out.append(parsed)
+                prev = parsed.hash
+            yield out
+
+    # --- checkpoints, hint, retention -------------------------------------------
+
+    async def read_checkpoint(self, version: int) -> bytes:
+        """The stored bytes of the checkpoint at ``version``.
+
+        Raises:
+            ObjectNotFoundError: There is none.
+        """
+        data, _ = await self.store.read(self.checkpoint_key(version))
+        return data
+
+    async def create_checkpoint(self, version: int, data: bytes) -> None:
+        """Create the checkpoint at ``version`` unless one exists (it is derived)."""
+        with contextlib.suppress(ObjectExistsError):
+            await self.store.create(self.checkpoint_key(version), data)
+
+    async def delete_checkpoint(self, version: int) -> None:
+        """Delete the checkpoint at ``version`` (retention)."""
+        await self.store.delete(self.checkpoint_key(version))
+
+    async def delete_record(self, version: int) -> None:
+        """Delete the record at ``version`` (retention, below its checkpoint only)."""
+        await self.store.delete(self.record_key(version))
+
+    async def read_hint(self) -> int:
+        """The version the ``LAST_CHECKPOINT`` hint names; 0 when absent or garbled."""
+        try:
+            data, _ = await self.store.read(self.hint_key)
+        except ObjectNotFoundError:
+            return 0
+        return parse_hint(data)
+
+    async def put_hint(self, version: int) -> None:
+        """Point the hint at ``version`` (no sync: a lost hint costs only time)."""
+        await self.store.put_hint(self.hint_key, encode_hint(version))
+
+    async def write_hint(self, version: int) -> None:
+        """Point the hint at ``version``, durably (retention relies on it)."""
+        await self.store.replace(self.hint_key, encode_hint(version), if_match=None)
+
+    async def write_retention(self, marker: RetentionMarker) -> None:
+        """Write the ``RETENTION`` marker (before anything is removed)."""
+        await self.store.replace(
+            self.retention_key, msgspec.json.encode(marker), if_match=None
+        )
+
+    async def erase(self) -> None:
+        """Delete every object of the thread, its ``LEASE`` last.
+
+        The lease goes last so that a writer acquiring meanwhile still fences.
+        """
+        for object_key in await self.store.list(self.prefix + "/"):
+            if object_key != self.lease_key:
+                await self.store.delete(object_key)
+        await self.store.delete(self.lease_key)
+
+    async def leftovers(self) -> list[str]:
+        """Temporary files that interrupted writes left under the thread."""
+        return await self.store.leftovers(self.prefix)
+
+    # --- lease ------------------------------------------------------------------
+
+    async def read_lease(self) -> tuple[LeaseRecord | None, str]:
+        """The ``LEASE`` record and its etag; ``(None, "")`` when there is none."""
+        return await read_lease(self.store, self.lease_key)
+
+    async def write_lease(self, record: LeaseRecord, etag: str | None) -> str:
+        """Compare-and-swap ``LEASE`` to ``record``; return the new etag.
+
+        ``etag=None`` creates it (``ObjectExistsError`` if it exists).
+
+        Raises:
+            PreconditionFailedError: ``etag`` is no longer current.
+            ObjectNotFoundError: ``LEASE`` vanished.
+        """
+        return await write_lease(self.store, self.lease_key, record, etag)
+
+    async def acquire_lease(
+        self,
+        *,
+        holder: str,
+        ttl: float,
+        wait: float,
+        clock: Callable[[], float],
+    ) -> LeaseState:
+        """Take ``LEASE`` at the next epoch (see :mod:`journal.engine.lease`).
+
+        Raises:
+            LeaseHeldError: Another holder's lease is live past ``wait``.
+        """
+        return await acquire_lease(
+            self.store,
+            self.lease_key,
+            label=self.label,
+            holder=holder,
+            ttl=ttl,
+            wait=wait,
+            clock=clock,
+        )

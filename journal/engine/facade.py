@@ -1,0 +1,376 @@
+"""The :class:`Journal`: the public facade of journal mode.
+
+It opens a store by URL and hands each thread's work to the rooms below it: writers
+(:mod:`journal.engine.writer`), rebuilding (:mod:`journal.engine.replay`), checking
+(:mod:`journal.engine.verify`), retention (:mod:`journal.engine.retention`) and
+listing (:mod:`journal.engine.listing`). None of those calls back up into it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from journal import codec
+from journal.checkpoint import CheckpointPolicy, ChunkEncoder
+from journal.compression import compressor
+from journal.engine.checkpoints import Snapshot, store_checkpoint
+from journal.engine.listing import list_threads
+from journal.engine.replay import rebuild
+from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
+from journal.engine.settings import JournalSettings
+from journal.engine.verify import VerifyReport, verify_thread
+from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
+from journal.errors import StaleStateError, StorageError
+from projections.agent_state import encode_state
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import AsyncIterator, Callable, Sequence
+    from types import EllipsisType
+
+    from journal.engine.log import RetentionMarker, ThreadLog
+    from journal.keys import ThreadKey
+    from journal.store import ObjectStore
+    from projections.agent_state import AgentState
+
+__all__ = ["Journal"]
+
+logger = logging.getLogger("journal")
+
+
+class Journal:
+    """An event-sourced journal of agent threads on one object store.
+
+    Args:
+        store: The object store.
+        checkpoint_every: Automatic checkpoint interval in records (0: off); a
+            writer checkpoints at the first chunk boundary after it, and after
+            twice it in any case (see ``CheckpointPolicy``).
+        blob_threshold: Encoded events larger than this become blobs.
+        clock: Wall clock in seconds (lease expiry, ``committed_at``).
+        compression: ``"zstd"`` to have writers compress records and blobs (the
+            ``zstd`` extra; see :mod:`journal.compression`), None not to. Readers
+            read either, whatever this says.
+
+    Raises:
+        ValueError: An unknown ``compression``.
+        CompressionUnavailableError: ``compression="zstd"`` without zstandard.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        checkpoint_every: int = 100,
+        blob_threshold: int = codec.BLOB_THRESHOLD,
+        clock: Callable[[], float] = time.time,
+        compression: str | None = None,
+    ) -> None:
+        self.store = store
+        self.policy = CheckpointPolicy(checkpoint_every)
+        self.blob_threshold = blob_threshold
+        self.clock = clock
+        self.compression = compression
+        self.compress = compressor(compression)
+        self.settings = JournalSettings(
+            store, self.policy, blob_threshold, clock, self.compress
+        )
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str],
+        *,
+        checkpoint_every: int = 100,
+        blob_threshold: int = codec.BLOB_THRESHOLD,
+        compression: str | None = None,
+        **storage_options: Any,
+    ) -> Journal:
+        """Open a journal at ``url``.
+
+        Args:
+            url: ``file:///path`` or a plain path, ``memory://name``,
+                ``s3://bucket/prefix``, or another registered scheme.
+            checkpoint_every: Automatic checkpoint interval in records (0: off).
+            blob_threshold: Encoded events larger than this become blobs.
+            compression: ``"zstd"`` to compress what writers store (see the class).
+            **storage_options: Passed to the backend (``fsync=False`` locally;
+                ``endpoint_url``, ``key``, ``secret``, ... for S3).
+        """
+        from stores.registry import open_store
+
+        compressor(compression)  # refuse a bad setting before opening the store
+        return cls(
+            open_store(url, **storage_options),
+            checkpoint_every=checkpoint_every,
+            blob_threshold=blob_threshold,
+            compression=compression,
+        )
+
+    async def aclose(self) -> None:
+        """Release the store's connections."""
+        await self.store.aclose()
+
+    async def __aenter__(self) -> Journal:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _log(self, key: ThreadKey) -> ThreadLog:
+        return self.settings.log(key)
+
+    # --- writing ---
+
+    def writer(
+        self,
+        key: ThreadKey,
+        holder: str | None = None,
+        *,
+        lease_ttl: float = 30.0,
+        wait: float = 0.0,
+        fence_events: Sequence[object] = (),
+        create_only: bool = False,
+        recover_runs: bool = True,
+    ) -> WriterContext:
+        """Acquire the thread's writer lease; use as ``async with``.
+
+        Args:
+            key: The thread.
+            holder: Our holder id (default: a new unique id). The same holder may
+                take over its own unexpired lease.
+            lease_ttl: Lease duration in seconds; renewed in the background at half.
+            wait: Seconds to wait for another holder's lease (0: fail at once).
+            fence_events: Extra events committed in the same record as the fence.
+            create_only: Refuse (``VersionConflictError``) if the thread exists.
+            recover_runs: Record ``RunInterrupted(by="recovery")`` for a run the
+                previous writer left unfinished, in the fence record.
+
+        Raises:
+            LeaseHeldError: Another holder's lease is live.
+        """
+        if not self.store.writable:
+            raise StorageError(
+                f"{self.store.url or type(self.store).__name__} is open read-only: "
+                "its file system has no exclusive create, so it cannot carry a writer"
+            )
+        options = WriterOptions(
+            holder or f"writer-{uuid.uuid4().hex[:12]}",
+            lease_ttl,
+            wait,
+            tuple(fence_events),
+            create_only,
+            recover_runs,
+        )
+        return WriterContext(self.settings, key, options)
+
+    async def acquire(
+        self,
+        key: ThreadKey,
+        holder: str | None = None,
+        *,
+        lease_ttl: float = 30.0,
+        wait: float = 0.0,
+        fence_events: Sequence[object] = (),
+        create_only: bool = False,
+        recover_runs: bool = True,
+    ) -> ThreadWriter:
+        """Acquire a writer without a context manager; ``close()`` it when done."""
+        return await self.writer(
+            key,
+            holder,
+            lease_ttl=lease_ttl,
+            wait=wait,
+            fence_events=fence_events,
+            create_only=create_only,
+            recover_runs=recover_runs,
+        ).acquire()
+
+    async def save_state(
+        self,
+        key: ThreadKey,
+        state: AgentState,
+        *,
+        reason: str = "save",
+        holder: str | None = None,
+        lease_ttl: float = 30.0,
+        wait: float = 0.0,
+    ) -> codec.Record | None:
+        """Commit ``state`` as the thread's new state if it is still current.
+
+        Raises:
+            StaleStateError: ``state.version`` is no longer the thread's head.
+            LeaseHeldError: Another writer holds the lease.
+        """
+        head = await self.head(key)
+        if state.version != head:
+            raise StaleStateError(str(key), state.version, head)
+        async with self.writer(key, holder, lease_ttl=lease_ttl, wait=wait) as w:
+            # The fence we just wrote changes no state; anything else does.
+            if w.base_version != state.version:
+                raise StaleStateError(str(key), state.version, w.base_version)
+            return await w.replace_state(state, reason=reason)
+
+    async def checkpoint(self, key: ThreadKey) -> int:
+        """Write a checkpoint at the thread's head; return its version.
+
+        Takes no lease and commits no record: a checkpoint is derived data that
+        readers verify against the log, created exclusively, so it can be written by
+        any reader while a writer appends.
+
+        Raises:
+            ValueError: The thread has no records.
+        """
+        log = self._log(key)
+        loaded = await rebuild(log, None)
+        for warning in loaded.warnings:
+            logger.warning("%s", warning)
+        if loaded.head == 0:
+            raise ValueError(f"{log.label} has no records to checkpoint")
+        if loaded.checkpoint != loaded.head:
+            state = loaded.state
+            await store_checkpoint(
+                log,
+                Snapshot(
+                    loaded.head,
+                    loaded.head_hash,
+                    encode_state(state.without_context()),
+                    state.context,
+                ),
+                ChunkEncoder(),
+                loaded.chunks,
+                self.clock,
+            )
+        return loaded.head
+
+    # --- retention and erasure ---
+
+    async def retain(
+        self,
+        key: ThreadKey,
+        *,
+        window: float = DEFAULT_RETENTION_WINDOW,
+    ) -> RetentionMarker | None:
+        """Remove records (and checkpoints) covered by an old enough checkpoint.
+
+        Picks the newest valid checkpoint whose record was committed more than
+        ``window`` seconds ago, writes the ``RETENTION`` marker naming it (so that
+        ``verify`` tells retention from loss), moves the ``LAST_CHECKPOINT`` hint up to
+        it, then deletes older checkpoints and records. The window must be far longer
+        than any lease TTL: a writer paused since before a takeover could otherwise
+        refill a removed slot. Content-addressed blobs are kept (they may be shared
+        with newer checkpoints). Takes no lease.
+
+        Returns:
+            The marker written, or None when nothing old enough can be removed.
+
+        Raises:
+            ValueError: ``window`` is negative.
+        """
+        if window < 0:
+            raise ValueError(f"window must be >= 0, not {window}")
+        now = self.clock()
+        return await retain(self._log(key), cutoff=now - window, now=now)
+
+    async def erase(
+        self,
+        *,
+        user_id: str | EllipsisType | None = ...,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+    ) -> list[ThreadKey]:
+        """Delete every object of the matching threads (erasure on request).
+
+        At least ``user_id`` (None for the anonymous user) or ``session_id`` must be
+        given. Stop the threads' writers first: a live writer would go on creating
+        records in the erased thread. This cannot be undone.
+
+        Returns:
+            The threads erased.
+        """
+        if user_id is ... and session_id is None:
+            raise ValueError("erase needs user_id or session_id")
+        erased: list[ThreadKey] = []
+        async for key in self.threads(namespace, agent_id, user_id, session_id):
+            await self._log(key).erase()
+            erased.append(key)
+        return erased
+
+    # --- reading ---
+
+    async def head(self, key: ThreadKey) -> int:
+        """The thread's head version (0 for a thread with no records)."""
+        return await self._log(key).head()
+
+    async def load(self, key: ThreadKey, at_version: int | None = None) -> AgentState:
+        """Rebuild the thread's state, at the head or as of ``at_version``.
+
+        Reads the ``LAST_CHECKPOINT`` hint, the checkpoint, one listing after it and
+        the tail records. A missing, stale, corrupt or foreign checkpoint is skipped
+        with a warning (logged) and an earlier one or version 1 is used instead.
+
+        Raises:
+            ValueError: ``at_version`` is negative or beyond the head.
+            CorruptRecordError: A record in the replayed range fails a check.
+            UnknownEventError: The log holds a required event type this reader does
+                not know.
+        """
+        loaded = await rebuild(self._log(key), at_version)
+        for warning in loaded.warnings:
+            logger.warning("%s", warning)
+        return loaded.state
+
+    async def load_with_warnings(
+        self, key: ThreadKey, at_version: int | None = None
+    ) -> tuple[AgentState, list[str]]:
+        """Like :meth:`load`, also returning the warnings (skipped checkpoints)."""
+        loaded = await rebuild(self._log(key), at_version)
+        return loaded.state, loaded.warnings
+
+    async def records(
+        self, key: ThreadKey, start: int = 1, stop: int | None = None
+    ) -> AsyncIterator[codec.Record]:
+        """Yield decoded records with ``start <= version < stop``, in order.
+
+        The hash chain is checked between consecutive records yielded.
+
+        Raises:
+            CorruptRecordError: A record fails a check or a version is missing.
+        """
+        log = self._log(key)
+        start = max(start, 1)
+        versions = [
+            v for v in await log.versions(start - 1) if stop is None or v < stop
+        ]
+        async for parsed in log.scan(versions, after=start - 1, prev_hash=None):
+            for record in await log.materialize(parsed):
+                yield record
+
+    def threads(
+        self,
+        namespace: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | EllipsisType | None = ...,
+        session_id: str | None = None,
+    ) -> AsyncIterator[ThreadKey]:
+        """Yield the keys of the threads stored, filtered by the given ids.
+
+        ``user_id=None`` selects the anonymous user; leave it out for every user.
+        Lists directories level by level (never the whole store).
+        """
+        return list_threads(self.store, namespace, agent_id, user_id, session_id)
+
+    # --- verify ---
+
+    async def verify(self, key: ThreadKey) -> VerifyReport:
+        """Check a thread's integrity without writing anything.
+
+        Checks checksums, the hash chain, contiguity from version 1, epoch
+        monotonicity, blobs, unknown event types, every checkpoint against a fresh
+        replay, the ``LAST_CHECKPOINT`` hint, and leftovers of interrupted writes.
+        """
+        return await verify_thread(self._log(key))

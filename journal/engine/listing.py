@@ -1,0 +1,96 @@
+"""Listing the threads of a store, directory level by directory level."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from journal import codec
+from journal import events as ev
+from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.keys import ANONYMOUS_SEGMENT, ThreadKey, decode_segment, encode_segment
+from journal.layout import ThreadLayout
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from types import EllipsisType
+
+    from journal.store import ObjectStore
+
+__all__ = ["list_threads"]
+
+
+async def list_threads(
+    store: ObjectStore,
+    namespace: str | None = None,
+    agent_id: str | None = None,
+    user_id: str | EllipsisType | None = ...,
+    session_id: str | None = None,
+) -> AsyncIterator[ThreadKey]:
+    """Yield the keys of the threads stored, filtered by the given ids.
+
+    ``user_id=None`` selects the anonymous user; leave it out for every user. Lists
+    directories level by level (never the whole store).
+    """
+
+    async def level(
+        prefix: str, value: str | None, anonymous: bool = False
+    ) -> list[str]:
+        if anonymous:
+            return [ANONYMOUS_SEGMENT]
+        if value is not None:
+            return [encode_segment(value)]
+        return await store.children(prefix)
+
+    for ns in await level("", namespace):
+        for agent in await level(ns, agent_id):
+            users = await level(
+                f"{ns}/{agent}",
+                None if user_id is ... or user_id is None else user_id,
+                anonymous=user_id is None,
+            )
+            for user in users:
+                for session in await level(f"{ns}/{agent}/{user}", session_id):
+                    base = f"{ns}/{agent}/{user}/{session}"
+                    for thread in await store.children(base):
+                        key = await _key_from_segments(
+                            store, (ns, agent, user, session, thread)
+                        )
+                        if key is not None:
+                            yield key
+
+
+async def _key_from_segments(
+    store: ObjectStore, segments: tuple[str, ...]
+) -> ThreadKey | None:
+    try:
+        ids = [None if s == ANONYMOUS_SEGMENT else decode_segment(s) for s in segments]
+    except ValueError:
+        return None  # not something this journal wrote
+    ns, agent, user, session, thread = ids
+    if (
+        ns is not None
+        and agent is not None
+        and session is not None
+        and thread is not None
+        and (user is not None or segments[2] == ANONYMOUS_SEGMENT)
+    ):
+        return ThreadKey(agent, session, user, thread, ns)
+    # A hashed long-form segment: the ids are in the thread's first record.
+    prefix = "/".join(segments)
+    try:
+        data, _ = await store.read(ThreadLayout(prefix).record_key(1))
+        record = codec.materialize(
+            codec.parse_record(data, label=prefix, version=1), label=prefix
+        )
+    except (ObjectNotFoundError, CorruptRecordError):
+        return None
+    for event in record.events:
+        if isinstance(event, ev.ThreadCreated):
+            return ThreadKey(
+                event.agent_id,
+                event.session_id,
+                event.user_id,
+                event.thread_id,
+                event.namespace,
+            )
+    return None

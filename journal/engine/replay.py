@@ -1,0 +1,209 @@
+"""Rebuilding a thread's state: the hint, then a checkpoint, then the tail.
+
+:func:`rebuild` starts from the newest usable checkpoint at or below the target (the
+``LAST_CHECKPOINT`` hint first, the listing of checkpoints only when the hint is not
+usable) and replays the records after it. A missing, corrupt or foreign checkpoint is
+skipped with a warning; retention removing records while we read sends the rebuild
+back to the checkpoint it kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import codec
+from journal.engine.checkpoints import read_checkpoint
+from journal.engine.log import ChainBrokenError
+from journal.errors import CorruptRecordError, ObjectNotFoundError
+from projections.agent_state import AgentStateProjection
+
+if TYPE_CHECKING:
+    from journal.engine.log import RetentionMarker, ThreadLog
+    from projections.agent_state import AgentState
+
+__all__ = ["ForeignCheckpointError", "Loaded", "rebuild"]
+
+_RETENTION_RESTARTS = 3
+
+
+@dataclass(slots=True)
+class Loaded:
+    """A rebuilt state and what a writer continuing from it needs.
+
+    Attributes:
+        state: The state at ``head``.
+        head: The version replayed up to.
+        head_hash: The hash of the record at ``head``.
+        checkpoint: The checkpoint started from (0: none).
+        chunks: The chunks that checkpoint references (already stored).
+        warnings: Checkpoints skipped, and why.
+        head_epoch: The epoch of the record at ``head``.
+        batches: The batch ids of the records replayed (idempotent retries).
+    """
+
+    state: AgentState
+    head: int
+    head_hash: bytes
+    checkpoint: int
+    chunks: set[str]
+    warnings: list[str]
+    head_epoch: int = 0
+    batches: dict[str, codec.Record] = field(default_factory=dict)
+
+
+class ForeignCheckpointError(Exception):
+    """A checkpoint that does not belong to this log (it is skipped)."""
+
+
+async def rebuild(log: ThreadLog, at_version: int | None) -> Loaded:
+    """Rebuild the thread's state at the head, or as of ``at_version``.
+
+    Raises:
+        ValueError: ``at_version`` is negative, beyond the head, or before what
+            retention kept.
+        CorruptRecordError: A record in the replayed range fails a check.
+        UnknownEventError: A required event type this reader does not know.
+    """
+    if at_version is not None and at_version < 0:
+        raise ValueError(f"at_version must be >= 0, not {at_version}")
+    warnings: list[str] = []
+    projection = AgentStateProjection(log.label)
+    tried: set[int] = set()
+    hint = await log.read_hint()
+    candidates: list[int] | None = None
+    marker: RetentionMarker | None = None
+    restarts = 0
+    while True:
+        # Pick the newest checkpoint at or below the target not yet refused.
+        version = 0
+        if hint and hint not in tried and (at_version is None or hint <= at_version):
+            version = hint
+        else:
+            if candidates is None:
+                # Off the fast path: only now is the retention marker worth a GET.
+                candidates = await log.checkpoint_versions()
+                marker = await log.read_retention()
+                if marker is not None:
+                    if at_version is not None and at_version < marker.checkpoint:
+                        raise ValueError(
+                            f"{log.label}: history before version "
+                            f"{marker.checkpoint} was removed by retention"
+                        )
+                    candidates = [c for c in candidates if c >= marker.checkpoint]
+            usable = [
+                c
+                for c in candidates
+                if c not in tried and (at_version is None or c <= at_version)
+            ]
+            version = usable[-1] if usable else 0
+        base: tuple[AgentState, codec.CheckpointBody] | None = None
+        if version == 0:
+            if marker is not None:
+                raise CorruptRecordError(
+                    log.label,
+                    marker.checkpoint,
+                    "records before this version were removed by retention and "
+                    "no usable checkpoint at or after it remains",
+                )
+        else:
+            tried.add(version)
+            try:
+                base = await read_checkpoint(log, version)
+            except ObjectNotFoundError:
+                warnings.append(
+                    f"{log.label}: checkpoint {version} is missing; skipped"
+                )
+                continue
+            except (ValueError, CorruptRecordError, msgspec.DecodeError) as exc:
+                warnings.append(
+                    f"{log.label}: checkpoint {version} is corrupt ({exc}); skipped"
+                )
+                continue
+        try:
+            return await _replay(log, projection, base, at_version, warnings)
+        except ForeignCheckpointError as exc:
+            warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
+        except CorruptRecordError:
+            # Retention may have removed records after we chose where to start:
+            # start again from what it left, a bounded number of times.
+            moved = await log.read_retention()
+            if (
+                moved is None
+                or moved.checkpoint <= version
+                or restarts >= _RETENTION_RESTARTS
+            ):
+                raise
+            restarts += 1
+            warnings.append(
+                f"{log.label}: records after version {version} were removed by "
+                f"retention while loading; restarting from version "
+                f"{moved.checkpoint}"
+            )
+            hint, candidates = await log.read_hint(), None
+
+
+async def _replay(
+    log: ThreadLog,
+    projection: AgentStateProjection,
+    base: tuple[AgentState, codec.CheckpointBody] | None,
+    at_version: int | None,
+    warnings: list[str],
+) -> Loaded:
+    if base is None:
+        state = projection.initial(log.key)
+        start, prev_hash, chunks = 0, codec.GENESIS_HASH, set[str]()
+    else:
+        state, body = base
+        start, prev_hash, chunks = body.version, body.record_hash, set(body.chunks)
+    versions = await log.versions(start)
+    if at_version is not None:
+        versions = [v for v in versions if v <= at_version]
+    head_epoch = 0
+    if base is not None and not versions:
+        # Nothing after the checkpoint: check the record it covers is ours.
+        try:
+            covered = await log.read_parsed(start)
+        except ObjectNotFoundError:
+            raise ForeignCheckpointError("covers a record that is absent") from None
+        if covered.hash != prev_hash:
+            raise ForeignCheckpointError("does not match the log's record hash")
+        head_epoch = covered.body.epoch
+    batches_read = log.scan(versions, after=start, prev_hash=prev_hash)
+    if at_version is not None and at_version > start + len(versions):
+        raise ValueError(
+            f"{log.label} has no version {at_version}; its head is "
+            f"{start + len(versions)}"
+        )
+    apply = projection.apply
+    batches: dict[str, codec.Record] = {}
+    try:
+        async for parsed in batches_read:
+            if parsed:
+                prev_hash = parsed[-1].hash
+            materialized = await log.materialize(parsed)
+            with codec.gc_paused():
+                for record in materialized:
+                    for event in record.events:
+                        state = apply(state, record, event)
+                    state.version = record.version
+                    head_epoch = record.epoch
+                    batches[record.batch_id] = record
+    except ChainBrokenError as exc:
+        if base is not None and exc.version == start + 1:
+            raise ForeignCheckpointError(
+                "does not match the log's record hash"
+            ) from None
+        raise
+    return Loaded(
+        state,
+        start + len(versions),
+        prev_hash,
+        start,
+        chunks,
+        warnings,
+        head_epoch,
+        batches,
+    )

@@ -1,0 +1,46 @@
+"""What every part of the engine shares about one journal: its store and policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from journal.engine.log import ThreadLog
+from journal.keys import ThreadKey
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from journal.checkpoint import CheckpointPolicy
+    from journal.store import ObjectStore
+
+__all__ = ["JournalSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """A journal's store and settings, handed down to its writers and readers.
+
+    Attributes:
+        store: The object store.
+        policy: When writers checkpoint.
+        blob_threshold: Encoded events larger than this become blobs.
+        clock: Wall clock in seconds (lease expiry, ``committed_at``).
+        compress: Compresses what writers store, or None.
+    """
+
+    store: ObjectStore
+    policy: CheckpointPolicy
+    blob_threshold: int
+    clock: Callable[[], float]
+    compress: Callable[[bytes], bytes] | None
+
+    def log(self, key: ThreadKey) -> ThreadLog:
+        """The :class:`ThreadLog` of ``key`` on this store.
+
+        Raises:
+            TypeError: ``key`` is not a ``ThreadKey``.
+        """
+        if not isinstance(key, ThreadKey):
+            raise TypeError(f"expected a ThreadKey, not {type(key).__name__}")
+        return ThreadLog(self.store, key, self.compress)

@@ -1,0 +1,282 @@
+"""Verifying a thread: every check of :meth:`journal.Journal.verify`, one method each.
+
+Reads everything and writes nothing: checksums, the hash chain and contiguity (through
+:meth:`ThreadLog.audit`), epoch monotonicity, blobs, unknown event types, every
+checkpoint against a fresh replay, the ``LAST_CHECKPOINT`` hint, the ``RETENTION``
+marker, and leftovers of interrupted writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import codec
+from journal import events as ev
+from journal.checkpoint import ChunkEncoder
+from journal.engine.checkpoints import read_checkpoint
+from journal.engine.log import ScanProblem, checked_blob
+from journal.errors import CorruptRecordError, ObjectNotFoundError, UnknownEventError
+from projections.agent_state import AgentStateProjection, encode_state
+
+if TYPE_CHECKING:
+    from journal.engine.log import ThreadLog
+    from journal.keys import ThreadKey
+    from projections.agent_state import AgentState
+
+__all__ = ["Finding", "VerifyReport", "verify_thread"]
+
+
+@dataclass(slots=True)
+class Finding:
+    """One verify finding.
+
+    Attributes:
+        version: The version it concerns (None for thread-wide findings).
+        message: What was found, readable.
+    """
+
+    version: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"version {self.version}: " if self.version is not None else ""
+        return where + self.message
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """The result of :meth:`Journal.verify`.
+
+    Attributes:
+        key: The thread.
+        ok: False when any problem was found.
+        problems: Findings that mean data is missing, corrupt or inconsistent.
+        warnings: Harmless findings (leftover temporary files, optional unknown
+            events, a lagging hint).
+        head: The highest contiguous version read.
+        records: How many records were read.
+        checkpoints: How many checkpoints were compared with a fresh replay.
+        bytes: Total bytes of the records read.
+    """
+
+    key: ThreadKey
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    head: int = 0
+    records: int = 0
+    checkpoints: int = 0
+    bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+async def verify_thread(log: ThreadLog) -> VerifyReport:
+    """Check a thread's integrity without writing anything."""
+    return await _Verifier(log).run()
+
+
+class _Verifier:
+    """The state of one verify run; each ``_check_*`` method is one check."""
+
+    def __init__(self, log: ThreadLog) -> None:
+        self.log = log
+        self.report = VerifyReport(log.key)
+        self.projection = AgentStateProjection(log.label)
+        self.state: AgentState = self.projection.initial(log.key)
+        self.max_epoch = 0
+        self.replay_ok = True
+        self.checkpoints: set[int] = set()
+        self.retained_from: codec.CheckpointBody | None = None
+        self.encoder = ChunkEncoder()
+        self.checked_chunks: set[str] = set()
+
+    def problem(self, version: int | None, message: str) -> None:
+        self.report.problems.append(Finding(version, message))
+
+    def warning(self, version: int | None, message: str) -> None:
+        self.report.warnings.append(Finding(version, message))
+
+    async def run(self) -> VerifyReport:
+        log = self.log
+        versions = await log.versions()
+        self.checkpoints = set(await log.checkpoint_versions())
+        await self._check_leftovers()
+        present = set(versions)
+        start = await self._check_retention(versions)
+        versions = [v for v in versions if v >= start]
+        await self._check_records(versions, start)
+        self._check_orphan_checkpoints(present)
+        await self._check_hint()
+        return self.report
+
+    async def _check_leftovers(self) -> None:
+        for leftover in await self.log.leftovers():
+            self.warning(
+                None, f"temporary file left by an interrupted write: {leftover}"
+            )
+
+    async def _check_retention(self, versions: list[int]) -> int:
+        """Where the replay starts: version 1, or the retained checkpoint."""
+        try:
+            marker = await self.log.read_retention()
+        except CorruptRecordError as exc:
+            self.problem(None, str(exc))
+            return 1
+        if marker is None:
+            return 1
+        # Records before the marker's checkpoint were removed on purpose: start the
+        # replay from that checkpoint.
+        start = marker.checkpoint
+        below = [v for v in versions if v < start]
+        if below:
+            self.warning(
+                below[-1],
+                f"{len(below)} record(s) below the retention point {start} remain "
+                "(an interrupted retention)",
+            )
+        self.checkpoints = {c for c in self.checkpoints if c >= start}
+        try:
+            self.state, self.retained_from = await read_checkpoint(self.log, start)
+        except (
+            ValueError,
+            CorruptRecordError,
+            ObjectNotFoundError,
+            msgspec.DecodeError,
+        ) as exc:
+            self.problem(
+                start, f"the checkpoint retention relies on is unusable: {exc}"
+            )
+            self.replay_ok = False
+        return start
+
+    async def _check_records(self, versions: list[int], start: int) -> None:
+        expected = start
+        # The first record's predecessor is the genesis, or one that retention
+        # removed: the chain is checked from the second record on.
+        async for batch in self.log.audit(versions, after=start - 1, prev_hash=None):
+            for item in batch:
+                if isinstance(item, ScanProblem):
+                    self._record_problem(item)
+                    expected = max(expected, item.version + 1)
+                    continue
+                expected = item.body.version + 1
+                await self._check_record(item)
+        self.report.head = expected - 1
+
+    def _record_problem(self, item: ScanProblem) -> None:
+        if item.size:
+            # A record that was read but failed its checks still counts as read.
+            self.report.records += 1
+            self.report.bytes += item.size
+        self.problem(item.version, item.message)
+        if item.kind != "chain":
+            # The record itself is unusable: the state can no longer be rebuilt.
+            self.replay_ok = False
+
+    async def _check_record(self, parsed: codec.ParsedRecord) -> None:
+        version = parsed.body.version
+        self.report.records += 1
+        self.report.bytes += parsed.size
+        try:
+            record = await self.log.materialize_one(parsed)
+        except CorruptRecordError as exc:
+            self.problem(version, str(exc))
+            self.replay_ok = False
+            return
+        retained = self.retained_from
+        if retained is not None and version == retained.version:
+            # The first retained record: its predecessor is gone on purpose; the
+            # checkpoint vouches for it instead.
+            if parsed.hash != retained.record_hash:
+                self.problem(
+                    version,
+                    "record does not match the checkpoint retention relies on",
+                )
+            self.max_epoch = record.epoch
+            return
+        self._check_epoch(record)
+        self._check_unknown_events(record)
+        self._replay(record)
+        if self.replay_ok and version in self.checkpoints:
+            await self._check_checkpoint(parsed.hash)
+
+    def _check_epoch(self, record: codec.Record) -> None:
+        if record.epoch < self.max_epoch:
+            self.problem(
+                record.version,
+                f"epoch {record.epoch} is lower than the earlier epoch "
+                f"{self.max_epoch} (protocol violation)",
+            )
+        self.max_epoch = max(self.max_epoch, record.epoch)
+
+    def _check_unknown_events(self, record: codec.Record) -> None:
+        for event in record.events:
+            if isinstance(event, ev.UnknownEvent):
+                kind = "required" if event.required else "optional"
+                (self.problem if event.required else self.warning)(
+                    record.version,
+                    f"unknown {kind} event type {event.type!r} (schema {event.schema})",
+                )
+
+    def _replay(self, record: codec.Record) -> None:
+        if not self.replay_ok:
+            return
+        try:
+            state = self.state
+            for event in record.events:
+                state = self.projection.apply(state, record, event)
+            state.version = record.version
+            self.state = state
+        except (UnknownEventError, ValueError) as exc:
+            self.replay_ok = False
+            self.warning(record.version, f"replay stopped: {exc}")
+
+    async def _check_checkpoint(self, record_hash: bytes) -> None:
+        state = self.state
+        version = state.version
+        self.report.checkpoints += 1
+        try:
+            body = codec.decode_checkpoint(await self.log.read_checkpoint(version))
+        except (ValueError, ObjectNotFoundError) as exc:
+            self.problem(version, f"checkpoint is unreadable: {exc}")
+            return
+        if body.version != version:
+            self.problem(version, f"checkpoint file says version {body.version}")
+        elif body.record_hash != record_hash:
+            self.problem(
+                version, "checkpoint names a record hash that is not the log's"
+            )
+        elif body.state != encode_state(state.without_context()) or body.chunks != [
+            digest for digest, _ in self.encoder.chunk(state.context)
+        ]:
+            self.problem(version, "checkpoint differs from a fresh replay")
+        await self._check_chunks(version, body.chunks)
+
+    async def _check_chunks(self, version: int, digests: list[str]) -> None:
+        # Each chunk is shared by many checkpoints: check its bytes once.
+        unchecked = [d for d in dict.fromkeys(digests) if d not in self.checked_chunks]
+        if not unchecked:
+            return
+        raw = await self.log.read_blobs_raw(unchecked)
+        for digest, blob in zip(unchecked, raw, strict=True):
+            if blob is None:
+                self.problem(version, f"checkpoint chunk {digest} is missing")
+            elif checked_blob(blob, digest) is None:
+                self.problem(version, f"checkpoint chunk {digest} is corrupt")
+            else:
+                self.checked_chunks.add(digest)
+
+    def _check_orphan_checkpoints(self, present: set[int]) -> None:
+        for version in sorted(self.checkpoints - present):
+            self.problem(version, "checkpoint covers a version that is not in the log")
+
+    async def _check_hint(self) -> None:
+        hint = await self.log.read_hint()
+        if hint and hint not in self.checkpoints:
+            self.warning(hint, "LAST_CHECKPOINT points at a missing checkpoint")

@@ -1,0 +1,679 @@
+"""The single live writer of a thread: lease, fence, commits and checkpoints.
+
+A :class:`ThreadWriter` takes the thread's ``LEASE`` at the next epoch, rebuilds the
+state, and commits a ``LeaseAcquired`` fence record; from then on every append is an
+exclusive create of the next version, and a slot found taken is read before anything
+is decided (see :mod:`journal.engine.lease` for why a stale writer cannot
+interleave). The lease is renewed in the background at half its TTL; checkpoints are
+written in the background on the journal's policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import codec
+from journal import events as ev
+from journal.checkpoint import ChunkEncoder
+from journal.engine.checkpoints import Snapshot, put_chunks, store_checkpoint
+from journal.engine.diff import diff_states
+from journal.engine.lease import LeaseRecord, LeaseState
+from journal.engine.replay import rebuild
+from journal.errors import (
+    CorruptRecordError,
+    FencedError,
+    JournalError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    StaleStateError,
+    StorageError,
+    VersionConflictError,
+)
+from projections.agent_state import AgentState, AgentStateProjection, encode_state
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from journal.engine.settings import JournalSettings
+    from journal.keys import ThreadKey
+
+__all__ = ["Mutation", "ThreadWriter", "WriterContext", "WriterOptions"]
+
+logger = logging.getLogger("journal")
+
+Mutation = Callable[[AgentState], AgentState | None]
+"""A state change for :meth:`ThreadWriter.update`: edit in place or return anew."""
+
+_TRANSIENT_RETRIES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class WriterOptions:
+    """How a writer takes and holds a thread (see ``Journal.writer``).
+
+    Attributes:
+        holder: Our holder id; the same holder may take over its own live lease.
+        lease_ttl: Lease duration in seconds; renewed in the background at half.
+        wait: Seconds to wait for another holder's lease (0: fail at once).
+        fence_events: Extra events committed in the same record as the fence.
+        create_only: Refuse (``VersionConflictError``) if the thread exists.
+        recover_runs: Record ``RunInterrupted(by="recovery")`` for a run the
+            previous writer left unfinished, in the fence record.
+    """
+
+    holder: str
+    lease_ttl: float = 30.0
+    wait: float = 0.0
+    fence_events: tuple[object, ...] = ()
+    create_only: bool = False
+    recover_runs: bool = True
+
+    def __post_init__(self) -> None:
+        if self.lease_ttl <= 0:
+            raise ValueError(f"lease_ttl must be positive, not {self.lease_ttl}")
+        if self.wait < 0:
+            raise ValueError(f"wait must be >= 0, not {self.wait}")
+
+
+class WriterContext:
+    """``async with journal.writer(...) as w`` (or ``await ctx.acquire()``)."""
+
+    def __init__(
+        self, settings: JournalSettings, key: ThreadKey, options: WriterOptions
+    ) -> None:
+        self._settings = settings
+        self._key = key
+        self._options = options
+        self._writer: ThreadWriter | None = None
+
+    async def acquire(self) -> ThreadWriter:
+        """Acquire the writer; the caller must ``close()`` it."""
+        writer = ThreadWriter(self._settings, self._key, self._options)
+        await writer._acquire()
+        self._writer = writer
+        return writer
+
+    async def __aenter__(self) -> ThreadWriter:
+        return await self.acquire()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._writer is not None:
+            await self._writer.close()
+
+
+class ThreadWriter:
+    """The single live writer of a thread, holding its lease.
+
+    Obtain one with ``async with journal.writer(key) as w``. ``state`` and
+    ``version`` are current after every append (the state object is updated in
+    place). A writer that is fenced raises ``FencedError`` from every later append.
+    """
+
+    def __init__(
+        self, settings: JournalSettings, key: ThreadKey, options: WriterOptions
+    ) -> None:
+        self.settings = settings
+        self.key = key
+        self.options = options
+        self.holder = options.holder
+        self.ttl = options.lease_ttl
+        self.log = settings.log(key)
+        self.state: AgentState = AgentState()
+        self.version = 0
+        self.base_version = 0
+        """The head before this writer's fence record."""
+        self.epoch = 0
+        self._head_hash = codec.GENESIS_HASH
+        self._lease: LeaseState | None = None
+        self._valid_until = 0.0
+        self._fenced: FencedError | None = None
+        self._closed = False
+        self._renewer: asyncio.Task[None] | None = None
+        self._checkpointer: asyncio.Task[None] | None = None
+        self._last_checkpoint = 0
+        self._chunks: set[str] = set()
+        self._chunker = ChunkEncoder()  # state updates, on the event loop
+        # Background checkpoints chunk on the loop, a slice at a time.
+        self._checkpoint_chunker = ChunkEncoder()
+        self._batches: dict[str, codec.Record] = {}
+        # Steps a background checkpoint took, and how many the last append saw.
+        self._checkpoint_steps = 0
+        self._steps_seen = 0
+        self._uncertain: dict[int, tuple[str, bytes]] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def label(self) -> str:
+        """The thread's readable name."""
+        return self.log.label
+
+    # --- lease ---
+
+    async def _acquire(self) -> None:
+        """Take the lease, rebuild the state and commit the fence record.
+
+        Called once, by :class:`WriterContext`.
+
+        Raises:
+            LeaseHeldError: Another holder's lease is live.
+            VersionConflictError: ``create_only`` and the thread exists.
+        """
+        options = self.options
+        create_only, wait = options.create_only, options.wait
+        if create_only:
+            # Refuse before touching LEASE; the check after the fence covers races.
+            head = await self.log.head()
+            if head != 0:
+                raise VersionConflictError(
+                    self.label, 0, head, "the thread already exists"
+                )
+        for _ in range(8):
+            self._lease = await self.log.acquire_lease(
+                holder=self.holder,
+                ttl=self.ttl,
+                wait=wait,
+                clock=self.settings.clock,
+            )
+            self.epoch = self._lease.record.epoch
+            # Valid from when the lease was written, not from when waiting began.
+            self._valid_until = self._lease.taken_at + self.ttl * 0.9
+            try:
+                loaded = await rebuild(self.log, None)
+                if loaded.head_epoch < self.epoch:
+                    break
+                # LEASE was lost or garbled and restarted below the log's epochs: the
+                # fence must outrank every epoch already committed.
+                now = self.settings.clock()
+                bumped = LeaseRecord(
+                    self.holder, loaded.head_epoch + 1, now + self.ttl, now
+                )
+                try:
+                    etag = await self.log.write_lease(bumped, self._lease.etag)
+                except (PreconditionFailedError, ObjectNotFoundError):
+                    continue  # another writer moved the lease meanwhile: start over
+                self._lease = LeaseState(bumped, etag, self._lease.taken_at)
+                self.epoch = bumped.epoch
+                break
+            except BaseException:
+                await self._release()
+                raise
+        else:
+            raise StorageError(
+                f"{self.label}: the lease kept changing during acquire", transient=True
+            )
+        try:
+            for warning in loaded.warnings:
+                logger.warning("%s", warning)
+            self.state, self.version = loaded.state, loaded.head
+            self._head_hash = loaded.head_hash
+            self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
+            # Lets a restarted process's retry of a commit that landed before its
+            # crash find it (within the records replayed since the checkpoint).
+            self._batches = loaded.batches
+            self.base_version = self.version
+            if create_only and self.version != 0:
+                raise VersionConflictError(
+                    self.label, 0, self.version, "the thread already exists"
+                )
+            events: list[object] = []
+            if self.version == 0:
+                k = self.key
+                events.append(
+                    ev.ThreadCreated(
+                        k.agent_id, k.session_id, k.user_id, k.thread_id, k.namespace
+                    )
+                )
+            events.append(ev.LeaseAcquired(self.epoch, self.holder))
+            if options.recover_runs and self.state.active_run_id is not None:
+                events.append(
+                    ev.RunInterrupted(
+                        self.state.active_run_id, reason="recovered", by="recovery"
+                    )
+                )
+            events.extend(options.fence_events)
+            await self._commit(events, None, None, None)
+            if create_only and self.base_version != 0:
+                raise VersionConflictError(
+                    self.label, 0, self.base_version, "the thread already exists"
+                )
+        except BaseException:
+            await self._release()
+            raise
+        self._renewer = asyncio.create_task(
+            self._renew_loop(), name=f"lease-renewal {self.label}"
+        )
+
+    async def _renew_loop(self) -> None:
+        interval = self.ttl / 2
+        while not self._closed and self._fenced is None:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew()
+            except FencedError:
+                return
+            except JournalError as exc:
+                logger.warning("%s: lease renewal failed: %s", self.label, exc)
+                interval = max(self.ttl / 10, 0.05)
+            else:
+                interval = self.ttl / 2
+
+    async def renew(self) -> None:
+        """Extend the lease now (the background task does this at half the TTL).
+
+        Raises:
+            FencedError: Another writer took the lease.
+        """
+        lease = self._lease
+        if lease is None or self._closed:
+            return
+        started = time.monotonic()
+        now = self.settings.clock()
+        record = msgspec.structs.replace(lease.record, expires_at=now + self.ttl)
+        try:
+            etag = await self.log.write_lease(record, lease.etag)
+        except (PreconditionFailedError, ObjectNotFoundError):
+            current, etag = await self.log.read_lease()
+            if (
+                current is None
+                or current.epoch != self.epoch
+                or (current.holder != self.holder)
+            ):
+                self._fence(current.epoch if current else None, "lease was taken")
+                raise self._fenced from None  # type: ignore[misc]
+            etag = await self.log.write_lease(record, etag)
+        self._lease = LeaseState(record, etag, started)
+        self._valid_until = started + self.ttl * 0.9
+
+    def _fence(self, epoch: int | None, detail: str) -> FencedError:
+        if self._fenced is None:
+            self._fenced = FencedError(self.label, self.epoch, epoch, detail)
+        return self._fenced
+
+    async def _release(self) -> None:
+        lease = self._lease
+        self._lease = None
+        if lease is None or self._fenced is not None:
+            return
+        record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
+        with contextlib.suppress(JournalError):
+            await self.log.write_lease(record, lease.etag)
+
+    async def close(self) -> None:
+        """Finish a pending checkpoint, stop renewing and release the lease.
+
+        The epoch is kept, so the next writer fences at ``epoch + 1``.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if self._checkpointer is not None:
+            with contextlib.suppress(JournalError):
+                await self._checkpointer
+        await self._release()
+
+    @property
+    def fenced(self) -> bool:
+        """Whether this writer lost its lease."""
+        return self._fenced is not None
+
+    # --- appending ---
+
+    async def append(
+        self,
+        events: Iterable[object],
+        *,
+        expected_version: int | None = None,
+        batch_id: str | None = None,
+        run_id: str | None = None,
+    ) -> codec.Record:
+        """Commit ``events`` atomically as the next record.
+
+        Args:
+            events: One or more registered events.
+            expected_version: If given, the head this append expects; a mismatch
+                raises ``VersionConflictError`` and writes nothing.
+            batch_id: Idempotency key. Retrying an append whose acknowledgement was
+                lost with the same ``batch_id`` and events succeeds without writing.
+            run_id: The run the record belongs to.
+
+        Returns:
+            The committed record.
+
+        Raises:
+            FencedError: A newer writer took over, or the lease could not be renewed
+                in time; stop writing.
+            VersionConflictError: ``expected_version`` is not the head, or the slot
+                was taken by a commit this writer cannot accept.
+            ValueError: ``batch_id`` was already used for different events, or no
+                events were given.
+        """
+        batch = list(events)
+        if not batch:
+            raise ValueError("append needs at least one event")
+        async with self._lock:
+            before = self._checkpointer
+            record = await self._commit(batch, batch_id, run_id, expected_version)
+        task = self._checkpointer
+        if task is not None and not task.done():
+            # On a store whose calls never suspend (memory://) a loop of appends
+            # would starve the background checkpoint forever: hand it a turn. Not
+            # when it went on while this commit waited for its I/O, nor when this
+            # commit started it (it runs during the next commit's I/O): either
+            # would only add its work to this append's time.
+            if task is before and self._checkpoint_steps == self._steps_seen:
+                await asyncio.sleep(0)
+            self._steps_seen = self._checkpoint_steps
+        return record
+
+    def _check_writable(self) -> None:
+        if self._fenced is not None:
+            raise self._fenced
+        if self._closed or self._lease is None:
+            raise FencedError(self.label, self.epoch, None, "the writer is closed")
+        if time.monotonic() > self._valid_until:
+            raise self._fence(
+                None, "the lease could not be renewed before it could expire"
+            )
+
+    async def _commit(
+        self,
+        events: list[object],
+        batch_id: str | None,
+        run_id: str | None,
+        expected_version: int | None,
+        local_events: list[object] | None = None,
+    ) -> codec.Record:
+        self._check_writable()
+        if batch_id is not None and batch_id in self._batches:
+            done = self._batches[batch_id]
+            probe = codec.encode_record(
+                version=0,
+                epoch=0,
+                writer="",
+                batch_id=batch_id,
+                run_id=run_id,
+                committed_at=0.0,
+                prev_hash=codec.GENESIS_HASH,
+                events=events,
+                blob_threshold=self.settings.blob_threshold,
+            )
+            parsed = await self.log.read_parsed(done.version)
+            if parsed.content_digest() != probe.content_digest:
+                raise ValueError(
+                    f"batch_id {batch_id!r} was already used for "
+                    f"different events at version {done.version}"
+                )
+            return done
+        if expected_version is not None and expected_version != self.version:
+            raise VersionConflictError(self.label, expected_version, self.version)
+        # 32 random hex digits, as uuid4().hex gives, at a sixth of its cost.
+        batch = batch_id or os.urandom(16).hex()
+        attempts = 0
+        while True:
+            version = self.version + 1
+            committed_at = self.settings.clock()
+            encoded = codec.encode_record(
+                version=version,
+                epoch=self.epoch,
+                writer=self.holder,
+                batch_id=batch,
+                run_id=run_id,
+                committed_at=committed_at,
+                prev_hash=self._head_hash,
+                events=events,
+                blob_threshold=self.settings.blob_threshold,
+                compress=self.settings.compress,
+            )
+            try:
+                await self.log.publish(encoded, version)
+            except ObjectExistsError:
+                adopted = await self._taken(version, batch, encoded, expected_version)
+                if adopted is not None:
+                    return adopted
+                continue
+            except BaseException as exc:
+                # The write may or may not have landed (an error, a lost reply, or a
+                # cancellation mid-publish): remember it, so the slot is recognised as
+                # ours whoever finds it next.
+                self._uncertain[version] = (batch, encoded.content_digest)
+                if not isinstance(exc, StorageError):
+                    raise
+                if exc.transient and attempts < _TRANSIENT_RETRIES:
+                    attempts += 1
+                    await asyncio.sleep(0.05 * 2**attempts)
+                    continue
+                raise
+            self._uncertain.pop(version, None)
+            record = codec.Record(
+                version,
+                self.epoch,
+                self.holder,
+                batch,
+                run_id,
+                committed_at,
+                self._head_hash.hex(),
+                encoded.hash.hex(),
+                local_events if local_events is not None else events,
+                len(encoded.data),
+            )
+            self._advance(record, encoded.hash)
+            return record
+
+    async def _taken(
+        self,
+        version: int,
+        batch: str,
+        encoded: codec.EncodedRecord,
+        expected_version: int | None,
+    ) -> codec.Record | None:
+        """Decide what a taken slot means; return the record if it is ours."""
+        parsed = await self.log.read_parsed(version)
+        body = parsed.body
+        ours = body.batch_id == batch or (
+            self._uncertain.get(version, ("", b""))[0] == body.batch_id
+        )
+        if ours and body.epoch == self.epoch:
+            if body.batch_id == batch and parsed.content_digest() != (
+                encoded.content_digest
+            ):
+                raise ValueError(
+                    f"{self.label} version {version} holds batch_id {batch!r} with "
+                    "different events"
+                )
+            record = (await self.log.materialize([parsed]))[0]
+            self._uncertain.pop(version, None)
+            self._advance(record, parsed.hash)
+            return record if body.batch_id == batch else None
+        if body.epoch > self.epoch:
+            raise self._fence(
+                body.epoch, f"version {version} was committed at epoch {body.epoch}"
+            )
+        if body.epoch == self.epoch:
+            raise VersionConflictError(
+                self.label,
+                version - 1,
+                version,
+                f"slot taken by another writer claiming epoch {body.epoch}",
+            )
+        # A lower epoch: a valid commit by a writer that was alive before our fence.
+        if body.prev_hash != self._head_hash:
+            raise CorruptRecordError(
+                self.label, version, "hash chain broken at a slot found taken"
+            )
+        record = (await self.log.materialize([parsed]))[0]
+        self._advance(record, parsed.hash)
+        if expected_version is not None:
+            raise VersionConflictError(self.label, expected_version, version)
+        return None
+
+    def _advance(self, record: codec.Record, digest: bytes) -> None:
+        apply = AgentStateProjection(self.label).apply
+        state = self.state
+        for event in record.events:
+            state = apply(state, record, event)
+        state.version = record.version
+        self.state = state
+        self.version = record.version
+        self._head_hash = digest
+        self._batches[record.batch_id] = record
+        if len(self._batches) > 1024:
+            self._batches.pop(next(iter(self._batches)))
+        if self.settings.policy.due(self.version, self._last_checkpoint, state.context):
+            self._schedule_checkpoint()
+
+    # --- checkpoints ---
+
+    def _schedule_checkpoint(self) -> None:
+        if self._checkpointer is not None and not self._checkpointer.done():
+            return
+        snapshot = self._snapshot()
+        self._last_checkpoint = self.version
+        self._checkpointer = asyncio.create_task(
+            self._write_checkpoint(snapshot), name=f"checkpoint {self.label}"
+        )
+        self._checkpointer.add_done_callback(_log_task_failure)
+
+    def _snapshot(self) -> Snapshot:
+        # Only cheap work here, on the commit path: the chunking happens later, a
+        # slice at a time between commits, on a copy of the context's list.
+        state = self.state
+        return Snapshot(
+            self.version,
+            self._head_hash,
+            encode_state(state.without_context()),
+            list(state.context),
+        )
+
+    async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
+        await put_chunks(self.log, chunks, self._chunks, self._chunker.packed)
+
+    async def _write_checkpoint(self, snap: Snapshot) -> None:
+        await store_checkpoint(
+            self.log,
+            snap,
+            self._checkpoint_chunker,
+            self._chunks,
+            self.settings.clock,
+            self._checkpoint_step,
+        )
+
+    def _checkpoint_step(self) -> None:
+        self._checkpoint_steps += 1
+
+    async def checkpoint(self) -> int:
+        """Write a checkpoint at the current version now; return that version."""
+        async with self._lock:
+            self._check_writable()
+            if self._checkpointer is not None:
+                with contextlib.suppress(JournalError):
+                    await self._checkpointer
+            snapshot = self._snapshot()
+            self._last_checkpoint = self.version
+            await self._write_checkpoint(snapshot)
+            return self.version
+
+    # --- state changes ---
+
+    async def update(
+        self, reason: str, mutation: Mutation, *, run_id: str | None = None
+    ) -> codec.Record | None:
+        """Apply ``mutation`` to a deep copy of the state and commit the change.
+
+        The change is committed as the specific events it amounts to where they
+        exist (a new summary is a ``SummarySet``), else as one ``AgentStateReplaced``
+        whose messages are stored as content-addressed chunks. Returns None (and
+        commits nothing) when the mutation changed nothing.
+
+        Raises:
+            ValueError: The mutation changed the thread's identity, its runs or its
+                pending tool calls (which only the log's events may change).
+        """
+        async with self._lock:
+            self._check_writable()
+            copy = self.state.copy()
+            result = mutation(copy)
+            new = copy if result is None else result
+            if not isinstance(new, AgentState):
+                raise TypeError(
+                    f"mutation returned {type(new).__name__}, not an AgentState"
+                )
+            return await self._commit_state(new, reason, run_id)
+
+    async def replace_state(
+        self,
+        state: AgentState,
+        *,
+        reason: str = "save",
+        expected_version: int | None = None,
+    ) -> codec.Record | None:
+        """Commit ``state`` as the new state (as events where possible).
+
+        Raises:
+            StaleStateError: ``expected_version`` is given and is not the head.
+        """
+        async with self._lock:
+            self._check_writable()
+            if expected_version is not None and expected_version != self.version:
+                raise StaleStateError(self.label, expected_version, self.version)
+            new = state.copy()
+            new.session_id, new.thread_id, new.user_id = (
+                self.state.session_id,
+                self.state.thread_id,
+                self.state.user_id,
+            )
+            new.active_run_id = self.state.active_run_id
+            new.tool_context.pending_calls = self.state.tool_context.pending_calls
+            return await self._commit_state(new, reason, None)
+
+    async def _commit_state(
+        self, new: AgentState, reason: str, run_id: str | None
+    ) -> codec.Record | None:
+        events = diff_states(self.state, new)
+        if events is None:
+            chunks = self._chunker.chunk(new.context)
+            await self._put_chunks(chunks)
+            bare = encode_state(new.without_context())
+            wire: list[object] = [
+                ev.AgentStateReplaced(reason, bare, chunks=[d for d, _ in chunks])
+            ]
+            local: list[object] = [
+                ev.AgentStateReplaced(reason, bare, messages=list(new.context))
+            ]
+            return await self._commit(wire, None, run_id, None, local)
+        if not events:
+            return None
+        return await self._commit(events, None, run_id, None)
+
+    async def clear_context(self, reason: str = "") -> codec.Record:
+        """Commit ``ContextCleared``: messages and summary go, the rest stays."""
+        return await self.append([ev.ContextCleared(reason)])
+
+    async def __aenter__(self) -> ThreadWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _log_task_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("background checkpoint failed: %s", task.exception())
