@@ -35,7 +35,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from journal import events as ev
-from journal._runtime_run import (
+from journal.errors import (
+    DuplicateRunError,
+    JournalError,
+    StaleStateError,
+)
+from journal.keys import ThreadKey
+from journal.policy import ConflictPolicy
+from journal.runtime.model import (
+    Model,
+    ModelResponse,
+    RuntimeContext,
+    ScriptedModel,
+    ScriptItem,
+    ToolCall,
+    ToolSpec,
+    as_response,
+)
+from journal.runtime.run import (
     AgentRun,
     JournalSink,
     Messages,
@@ -53,24 +70,7 @@ from journal._runtime_run import (
     refuse_uncertain,
     result_events,
 )
-from journal._runtime_tools import Tool, ToolFunction, result_of, tool
-from journal._runtime_types import (
-    Model,
-    ModelResponse,
-    RuntimeContext,
-    ScriptedModel,
-    ScriptItem,
-    ToolCall,
-    ToolSpec,
-    as_response,
-)
-from journal.errors import (
-    DuplicateRunError,
-    JournalError,
-    StaleStateError,
-)
-from journal.keys import ThreadKey
-from journal.policy import ConflictPolicy
+from journal.runtime.tools import Tool, ToolFunction, result_of, tool
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:

@@ -11,18 +11,18 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from journal import events as ev
-from journal._runtime_tools import to_jsonable
-from journal._runtime_types import ModelResponse, ToolCall
 from journal.codec import Record
 from journal.errors import StaleStateError, UncertainToolCallsError
 from journal.policy import ConflictPolicy
+from journal.runtime.model import ModelResponse, ToolCall
+from journal.runtime.tools import to_jsonable
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
-    from journal._runtime_types import RuntimeContext
     from journal.engine import ThreadWriter
     from journal.keys import ThreadKey
-    from journal.runtime import Agent
+    from journal.runtime.agent import Agent
+    from journal.runtime.model import RuntimeContext
     from stores.state.base import AgentStateStore
 
 __all__ = [

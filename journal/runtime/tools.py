@@ -20,8 +20,8 @@ from typing import Any, Union, overload
 import pydantic
 import pydantic_core
 
-from journal._runtime_types import RuntimeContext, ToolSpec
 from journal.events import ToolResultBlock
+from journal.runtime.model import RuntimeContext, ToolSpec
 
 __all__ = ["Tool", "ToolFunction", "result_of", "to_jsonable", "tool"]
 
