@@ -1,4 +1,10 @@
-"""Runtime internals: one run's handle, interrupt signal and event sinks, helpers.
+"""One run: the caller's handle (:class:`AgentRun`) and the runtime's side of it.
+
+An :class:`AgentRun` is what ``Agent.prepare_call`` returns: nothing runs until it is
+awaited or streamed. The agent and the run loop work on the run's
+:class:`RunControl` (its identity, input, interrupt :class:`Signal` and event feed),
+never on the handle, so the handle needs no back-reference to the agent: it is given
+the function that executes it.
 
 Public names are re-exported by ``journal.runtime`` (``AgentRun``, ``RunEvent``).
 """
@@ -7,35 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from journal import events as ev
 from journal.codec import Record
-from journal.errors import StaleStateError, UncertainToolCallsError
-from journal.policy import ConflictPolicy
 from journal.runtime.model import ModelResponse, ToolCall
-from journal.runtime.tools import to_jsonable
-from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
-    from journal.engine import ThreadWriter
     from journal.keys import ThreadKey
-    from journal.runtime.agent import Agent
-    from journal.runtime.model import RuntimeContext
-    from stores.state.base import AgentStateStore
+    from journal.runtime.context import RuntimeContext
 
 __all__ = [
-    "STATE_ENTRY",
     "AgentRun",
+    "Execute",
     "Messages",
-    "Outcome",
+    "RunControl",
     "RunEvent",
-    "SnapshotSlots",
+    "Signal",
+    "inputs_of",
 ]
-
-STATE_ENTRY = "agent_state"
-"""The snapshot-mode entry name of an agent's state (``ThreadKey.state_entry``)."""
 
 RunEvent = ModelResponse | ToolCall | ev.ToolResultBlock | Record | ev.Msg
 """What :meth:`AgentRun.stream` yields: model output, a tool call about to run, its
@@ -44,15 +41,16 @@ result, each committed record (journal mode), and last the final reply ``Msg``."
 Messages = str | ev.Msg | Sequence[ev.Msg | str] | None
 """A call's input: messages, one message, or a string (a user message)."""
 
-Outcome = str | ev.ToolResultBlock
-"""An application's verdict on an uncertain tool call."""
-
-
-# --- interrupts ------------------------------------------------------------------
-
 
 class Signal:
-    """A per-execution interrupt signal: runtime only, never persisted."""
+    """A per-execution interrupt signal: runtime only, never persisted.
+
+    Attributes:
+        event: Set once the signal fired.
+        by: Who interrupted (``"user"`` or ``"shutdown"``).
+        reason: Why (recorded, and put in the interrupted reply).
+        task: The model or tool task running now, which firing cancels.
+    """
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -62,9 +60,16 @@ class Signal:
 
     @property
     def fired(self) -> bool:
+        """Whether an interrupt came."""
         return self.event.is_set()
 
     def fire(self, by: Literal["user", "shutdown"], reason: str) -> None:
+        """Interrupt: the first call's ``by`` and ``reason`` stick.
+
+        Args:
+            by: Who interrupts.
+            reason: Why.
+        """
         if not self.event.is_set():
             self.by, self.reason = by, reason
             self.event.set()
@@ -73,62 +78,51 @@ class Signal:
             self.task.cancel()
 
 
-# --- where a run's events go -----------------------------------------------------
+class RunControl:
+    """The runtime's side of one run: what the loop reads and how it reports.
+
+    Args:
+        key: The thread it runs on.
+        run_id: This execution's run id.
+        explicit: Whether ``run_id`` came from the caller's context (then it must be
+            new to the thread).
+        messages: The input messages.
+        context: The caller's context.
+        emit: Where the run's events go (every stream of the run sees them).
+
+    Attributes:
+        key: The thread it runs on.
+        run_id: This execution's run id.
+        explicit: Whether ``run_id`` is the caller's.
+        messages: The input messages.
+        context: The caller's context.
+        signal: The run's interrupt signal.
+    """
+
+    def __init__(
+        self,
+        key: ThreadKey,
+        run_id: str,
+        explicit: bool,
+        messages: list[ev.Msg],
+        context: RuntimeContext,
+        emit: Callable[[RunEvent], None],
+    ) -> None:
+        self.key = key
+        self.run_id = run_id
+        self.explicit = explicit
+        self.messages = messages
+        self.context = context
+        self.signal = Signal()
+        self._emit = emit
+
+    def emit(self, item: RunEvent) -> None:
+        """Report one event of the run to its streams."""
+        self._emit(item)
 
 
-class Sink(Protocol):
-    @property
-    def state(self) -> AgentState: ...
-
-    async def commit(self, events: list[object], run_id: str) -> Record | None: ...
-
-
-class JournalSink:
-    """Commits each batch as one record of the thread's log."""
-
-    def __init__(self, writer: ThreadWriter) -> None:
-        self.writer = writer
-
-    @property
-    def state(self) -> AgentState:
-        return self.writer.state
-
-    async def commit(self, events: list[object], run_id: str) -> Record | None:
-        return await self.writer.append(events, run_id=run_id)
-
-
-class SnapshotSink:
-    """Folds each batch into an in-memory state, saved to the slot after the call."""
-
-    def __init__(self, state: AgentState, label: str) -> None:
-        self._state = state
-        self._projection = AgentStateProjection(label)
-
-    @property
-    def state(self) -> AgentState:
-        return self._state
-
-    async def commit(self, events: list[object], run_id: str) -> Record | None:
-        self._state = fold_events(self._projection, self._state, events, run_id)
-        return None
-
-
-def fold_events(
-    projection: AgentStateProjection,
-    state: AgentState,
-    events: Sequence[object],
-    run_id: str | None,
-) -> AgentState:
-    # The slot's version is not a log version: keep it while folding.
-    version = state.version
-    record = Record(version, 0, "", "", run_id, 0.0, "", "", list(events))
-    for event in events:
-        state = projection.apply(state, record, event)
-    state.version = version
-    return state
-
-
-# --- runs ------------------------------------------------------------------------
+Execute = Callable[[RunControl], Awaitable[ev.Msg]]
+"""What runs a run: given its control, returns the final reply."""
 
 
 class AgentRun:
@@ -139,6 +133,16 @@ class AgentRun:
     returns the final reply; ``async for event in run.stream()`` runs it and yields
     what happens. Both may be used (and several streams): each sees every event.
 
+    Args:
+        key: The thread it runs on.
+        run_id: This execution's run id.
+        explicit: Whether ``run_id`` came from ``context.run_id``.
+        messages: The input messages.
+        context: The caller's context.
+        execute: What runs it (the agent's execution of one run).
+        tasks: The agent's set of live run tasks; this run's task is in it while it
+            runs.
+
     Attributes:
         run_id: This execution's run id (explicit from ``ctx.run_id``, else new).
         key: The thread it runs on.
@@ -148,20 +152,24 @@ class AgentRun:
 
     def __init__(
         self,
-        agent: Agent,
         key: ThreadKey,
         run_id: str,
         explicit: bool,
         messages: list[ev.Msg],
         context: RuntimeContext,
+        *,
+        execute: Execute,
+        tasks: set[asyncio.Task[ev.Msg]],
     ) -> None:
         self.run_id = run_id
         self.key = key
         self.context = context
         self.messages = messages
-        self._agent = agent
-        self._explicit = explicit
-        self._signal = Signal()
+        self._control = RunControl(
+            key, run_id, explicit, messages, context, emit=self._emit
+        )
+        self._execute = execute
+        self._tasks = tasks
         self._events: list[RunEvent] = []
         self._wake: asyncio.Future[None] | None = None
         self._task: asyncio.Task[ev.Msg] | None = None
@@ -180,20 +188,25 @@ class AgentRun:
         """Ask this run to stop at its next checkpoint; returns whether it was live."""
         if self._task is None or self._task.done():
             return False
-        self._signal.fire("user", message or "interrupted by the user")
+        self._control.signal.fire("user", message or "interrupted by the user")
         return True
 
     def _start(self) -> asyncio.Task[ev.Msg]:
         if self._task is None:
             self._task = asyncio.create_task(
-                self._agent._execute(self), name=f"agent run {self.run_id}"
+                self._run(), name=f"agent run {self.run_id}"
             )
-            self._agent._tasks.add(self._task)
+            self._tasks.add(self._task)
             self._task.add_done_callback(self._finished)
         return self._task
 
+    async def _run(self) -> ev.Msg:
+        reply = await self._execute(self._control)
+        self._emit(reply)
+        return reply
+
     def _finished(self, task: asyncio.Task[ev.Msg]) -> None:
-        self._agent._tasks.discard(task)
+        self._tasks.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: a stream nobody awaits must not warn
         self._notify()
@@ -255,96 +268,12 @@ class AgentRun:
         task.result()
 
 
-# --- snapshot mode ----------------------------------------------------------------
-
-
-class SnapshotSlots:
-    """Snapshot-mode access to threads' slots, with the agent's conflict policy."""
-
-    def __init__(self, store: AgentStateStore, policy: ConflictPolicy) -> None:
-        self.store = store
-        self.policy = policy
-
-    async def load(self, key: ThreadKey) -> tuple[AgentState, int]:
-        """The slot's state and version; an empty state at version 0 if absent."""
-        entry = key.state_entry(STATE_ENTRY)
-        loaded = await self.store.load(key.user_id, key.session_id, entry)
-        if loaded is None:
-            empty = AgentState(
-                session_id=key.session_id, thread_id=key.thread_id, user_id=key.user_id
-            )
-            return empty, 0
-        state, version = loaded
-        state.version = version
-        return state, version
-
-    async def save(
-        self, key: ThreadKey, state: AgentState, expected: int | None
-    ) -> AgentState:
-        """Save (compare-and-swap on ``expected``); return a copy at its new version."""
-        version = await self.store.save(
-            key.user_id,
-            key.session_id,
-            key.state_entry(STATE_ENTRY),
-            state,
-            expected_version=expected,
-        )
-        saved = state.copy()
-        saved.version = version
-        return saved
-
-    async def save_turn(
-        self, key: ThreadKey, base: AgentState, final: AgentState, version: int
-    ) -> AgentState:
-        """Save a turn with the version it loaded, applying the conflict policy.
-
-        Args:
-            key: The thread.
-            base: The state the turn started from (as loaded).
-            final: The state the turn ended with.
-            version: The slot version ``base`` was loaded at.
-
-        Raises:
-            StaleStateError: ``FAIL`` and the slot moved on; or ``APPEND_MERGE`` and
-                the turn changed the context beyond appending, or the retry lost too.
-        """
-        try:
-            return await self.save(key, final, version)
-        except StaleStateError:
-            if self.policy is ConflictPolicy.OVERWRITE:
-                return await self.save(key, final, None)
-            if self.policy is not ConflictPolicy.APPEND_MERGE:
-                raise
-        # APPEND_MERGE: this turn's new messages go after the slot's, once.
-        base_ids = [m.id for m in base.context]
-        kept = [m.id for m in final.context[: len(base_ids)]]
-        fresh, fresh_version = await self.load(key)
-        if kept != base_ids or final.summary != base.summary:
-            raise StaleStateError(
-                f"{key} (snapshot; this turn changed the context beyond appending, "
-                "so it cannot be merged)",
-                version,
-                fresh_version,
-            )
-        fresh.context.extend(final.context[len(base_ids) :])
-        fresh.shutdown_interrupted = final.shutdown_interrupted
-        return await self.save(key, fresh, fresh_version)
-
-
-# --- helpers ---------------------------------------------------------------------
-
-
-def policy_of(value: ConflictPolicy | str) -> ConflictPolicy:
-    try:
-        return ConflictPolicy(value)
-    except ValueError:
-        choices = ", ".join(p.value for p in ConflictPolicy)
-        raise ValueError(
-            f"unknown conflict_policy {value!r}; use one of {choices}"
-        ) from None
-
-
 def inputs_of(msgs: Messages) -> list[ev.Msg]:
+    """A call's input as messages (a string is a user message).
+
+    Raises:
+        TypeError: An item is neither a ``Msg`` nor a str.
+    """
     if msgs is None:
         return []
     if isinstance(msgs, str | ev.Msg):
@@ -360,49 +289,3 @@ def inputs_of(msgs: Messages) -> list[ev.Msg]:
                 f"input messages must be Msg or str, not {type(item).__name__}"
             )
     return out
-
-
-def refuse_uncertain(key: ThreadKey, state: AgentState) -> None:
-    calls = state.tool_context.pending_calls
-    if calls:
-        raise UncertainToolCallsError(str(key), sorted(calls))
-
-
-def checked_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
-    seen: set[str] = set()
-    out: list[ToolCall] = []
-    for call in calls:
-        if not isinstance(call, ToolCall):
-            raise TypeError(
-                f"ModelResponse.tool_calls holds {type(call).__name__}, not ToolCall"
-            )
-        if not call.id or call.id in seen:
-            raise ValueError(
-                f"the model returned a blank or repeated call id {call.id!r}"
-            )
-        seen.add(call.id)
-        out.append(ToolCall(call.name, to_jsonable(call.input), call.id))
-    return out
-
-
-def result_events(call: ToolCall, block: ev.ToolResultBlock) -> list[object]:
-    message = ev.Msg("tool", [block], name=call.name)
-    return [
-        ev.ToolCallCompleted(call.id, block.output, block.is_error),
-        ev.MessageAppended(message),
-    ]
-
-
-def outcome_block(call_id: str, value: Outcome) -> ev.ToolResultBlock:
-    if isinstance(value, ev.ToolResultBlock):
-        if value.tool_use_id != call_id:
-            raise ValueError(
-                f"the outcome for {call_id!r} is a ToolResultBlock for "
-                f"{value.tool_use_id!r}"
-            )
-        return value
-    if isinstance(value, str):
-        return ev.ToolResultBlock(call_id, value)
-    raise TypeError(
-        f"an outcome must be a str or a ToolResultBlock, not {type(value).__name__}"
-    )
