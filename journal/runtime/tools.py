@@ -4,6 +4,10 @@
 (the JSON schema the model sees, and the validator of the model's input), and takes
 the description from the docstring. A parameter annotated ``RuntimeContext`` is not
 part of the schema: the runtime injects the call's context there.
+
+Public through ``journal`` (and ``journal.runtime``): :class:`ToolSpec`, :class:`Tool`
+and :func:`tool`. :func:`to_jsonable` and :func:`result_of` turn a tool's output
+into what the journal records.
 """
 
 from __future__ import annotations
@@ -15,15 +19,16 @@ import re
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Union, overload
 
 import pydantic
 import pydantic_core
 
-from journal._runtime_types import RuntimeContext, ToolSpec
 from journal.events import ToolResultBlock
+from journal.runtime.context import RuntimeContext
 
-__all__ = ["Tool", "ToolFunction", "result_of", "to_jsonable", "tool"]
+__all__ = ["Tool", "ToolFunction", "ToolSpec", "result_of", "to_jsonable", "tool"]
 
 ToolFunction = Callable[..., Any]
 """A sync or async function usable as a tool."""
@@ -34,6 +39,21 @@ _SECTION = re.compile(
     r"Attributes):\s*$"
 )
 _ARG = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about one tool.
+
+    Attributes:
+        name: The tool's name (``[A-Za-z0-9_-]``, at most 64 characters).
+        description: What it does; a function's docstring by default.
+        input_schema: The JSON schema of its input object.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
 
 
 def _is_context(annotation: object) -> bool:

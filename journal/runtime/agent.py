@@ -1,118 +1,51 @@
-"""The stateless agent runtime on the journal: RuntimeContext and the Agent facade.
+"""The Agent facade: execution configuration, and the operations on a thread.
 
-An :class:`Agent` is execution configuration — a model, tools, and where state lives
-(a :class:`~journal.Journal`, or a snapshot-mode state store) — built once and shared.
-Every request may use a fresh ``Agent`` and a fresh :class:`RuntimeContext`: a session
-continues only through its identity (user, session, thread) and the journal.
-
-One call is one *run*, a ReAct loop framed in the log::
-
-    [RunStarted, MessageAppended(input)...]            before the model is called
-    [MessageAppended(assistant + ToolUseBlocks), ToolCallRequested...]
-                                                        before any of those tools runs
-    [ToolCallCompleted, MessageAppended(tool result)]   after each tool
-    ...
-    [MessageAppended(reply), RunCompleted]              (or RunFailed / RunInterrupted)
-
-The write-ahead order means a crash can only leave "requested, no result": such a call
-is *uncertain*, and a new run on the thread is refused (``UncertainToolCallsError``)
-until :meth:`Agent.reconcile_tool_calls` names exactly that set. The runtime never
-re-runs a tool.
-
-An instance holds a thread's lease only while an operation on that thread runs, and
-serializes operations on one thread; other threads run in parallel.
+The overview of the runtime is in :mod:`journal.runtime`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING
 
-from journal import events as ev
-from journal._runtime_run import (
-    AgentRun,
-    JournalSink,
-    Messages,
-    Outcome,
-    RunEvent,
-    Signal,
-    Sink,
-    SnapshotSink,
-    SnapshotSlots,
-    checked_calls,
-    fold_events,
-    inputs_of,
-    outcome_block,
-    policy_of,
-    refuse_uncertain,
-    result_events,
-)
-from journal._runtime_tools import Tool, ToolFunction, result_of, tool
-from journal._runtime_types import (
-    Model,
-    ModelResponse,
-    RuntimeContext,
-    ScriptedModel,
-    ScriptItem,
-    ToolCall,
-    ToolSpec,
-    as_response,
-)
-from journal.errors import (
-    DuplicateRunError,
-    JournalError,
-    StaleStateError,
-)
+from journal.errors import JournalError, StaleStateError
 from journal.keys import ThreadKey
 from journal.policy import ConflictPolicy
+from journal.runtime.context import RuntimeContext, inject_agent_state
+from journal.runtime.locks import ThreadLocks
+from journal.runtime.loop import RunLoop
+from journal.runtime.run import AgentRun, Messages, RunControl, RunEvent, inputs_of
+from journal.runtime.run_ids import RunIds
+from journal.runtime.sinks import JournalSink, SnapshotSink, fold_events
+from journal.runtime.slots import SnapshotSlots, policy_of
+from journal.runtime.tools import Tool, ToolFunction, tool
+from journal.runtime.uncertain import (
+    Outcome,
+    outcome_block,
+    reconcile_events,
+    refuse_uncertain,
+    uncertain_calls,
+)
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    import pydantic
-
+    from journal import events as ev
     from journal.engine import Journal, ThreadWriter
+    from journal.runtime.model import Model
     from stores.state.base import AgentStateStore
 
-__all__ = [
-    "Agent",
-    "AgentRun",
-    "Model",
-    "ModelResponse",
-    "RunEvent",
-    "RuntimeContext",
-    "ScriptItem",
-    "ScriptedModel",
-    "Tool",
-    "ToolCall",
-    "ToolSpec",
-    "tool",
-]
+__all__ = ["Agent", "Mutation"]
 
 logger = logging.getLogger("journal.runtime")
 
-_T = TypeVar("_T")
-
 Mutation = Callable[[AgentState], AgentState | None]
-
-_NOT_RUN = "not run: the run was interrupted before this tool call started ({reason})"
-_CUT_SHORT = (
-    "interrupted while running ({reason}); the tool was cancelled and its side "
-    "effects, if any, were not verified"
-)
-
-
-@dataclass(slots=True)
-class _ThreadLock:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
+"""A change to a thread's state: edit the given copy, or return a new state."""
 
 
 # --- the agent -------------------------------------------------------------------
@@ -204,10 +137,10 @@ class Agent:
                 raise ValueError(f"two tools are named {built.name!r}")
             self.tools[built.name] = built
         self._specs = [t.spec for t in self.tools.values()]
-        self._locks: dict[ThreadKey, _ThreadLock] = {}
-        self._running: dict[tuple[str | None, str], set[AgentRun]] = {}
+        self._locks = ThreadLocks()
+        self._running: dict[tuple[str | None, str], set[RunControl]] = {}
         self._tasks: set[asyncio.Task[ev.Msg]] = set()
-        self._run_ids: dict[ThreadKey, tuple[int, set[str]]] = {}
+        self._run_ids = RunIds()
         self._closed = False
 
     # --- addressing ---
@@ -245,26 +178,12 @@ class Agent:
         return SnapshotSlots(self.state_store, self.conflict_policy)
 
     @contextlib.asynccontextmanager
-    async def _thread_lock(self, key: ThreadKey) -> AsyncIterator[None]:
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = _ThreadLock()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._locks[key]
-
-    @contextlib.asynccontextmanager
     async def _writer(
         self, key: ThreadKey, wait: float | None = None
     ) -> AsyncIterator[ThreadWriter]:
         """Hold the thread's lock and lease for one operation."""
         async with (
-            self._thread_lock(key),
+            self._locks.hold(key),
             self._journal().writer(
                 key,
                 self.holder,
@@ -304,7 +223,15 @@ class Agent:
         if explicit is not None and not explicit.strip():
             raise ValueError("run_id must not be blank")
         run_id = explicit or uuid.uuid4().hex
-        return AgentRun(self, key, run_id, explicit is not None, inputs_of(msgs), ctx)
+        return AgentRun(
+            key,
+            run_id,
+            explicit is not None,
+            inputs_of(msgs),
+            ctx,
+            execute=self._execute,
+            tasks=self._tasks,
+        )
 
     async def call(self, msgs: Messages, ctx: RuntimeContext | None = None) -> ev.Msg:
         """Run one call and return the final assistant reply.
@@ -353,12 +280,12 @@ class Agent:
         session = session_id if session_id is not None else self.default_session_id
         runs = self._running.get((user_id, session or ""), set())
         for run in runs:
-            run._signal.fire("user", message or "interrupted by the user")
+            run.signal.fire("user", message or "interrupted by the user")
         return bool(runs)
 
-    async def _execute(self, run: AgentRun) -> ev.Msg:
+    async def _execute(self, run: RunControl) -> ev.Msg:
         key = run.key
-        async with self._thread_lock(key):
+        async with self._locks.hold(key):
             if self._closed:
                 raise RuntimeError(f"agent {self.name!r} is closed")
             slot = (key.user_id, key.session_id)
@@ -373,10 +300,15 @@ class Agent:
                 runs.discard(run)
                 if not runs:
                     del self._running[slot]
-        run._emit(reply)
         return reply
 
-    async def _execute_journal(self, run: AgentRun) -> ev.Msg:
+    def _loop(self) -> RunLoop:
+        # Built per run: the agent's settings are plain attributes a caller may set.
+        return RunLoop(
+            self.name, self.model, self.tools, self._specs, self.max_iterations
+        )
+
+    async def _execute_journal(self, run: RunControl) -> ev.Msg:
         key = run.key
         async with self._journal().writer(
             key, self.holder, lease_ttl=self.lease_ttl, wait=self.lease_wait
@@ -384,223 +316,22 @@ class Agent:
             # The fence (and, for a run left unfinished, RunInterrupted by recovery)
             # is committed; a refused run commits nothing else.
             refuse_uncertain(key, writer.state)
-            if run._explicit:
-                await self._check_run_id(key, run.run_id, writer.version)
-            return await self._loop(run, JournalSink(writer))
-
-    async def _check_run_id(self, key: ThreadKey, run_id: str, head: int) -> None:
-        """Raise DuplicateRunError if ``run_id`` is in the thread's log."""
-        scanned, seen = self._run_ids.get(key, (0, set()))
-        if scanned < head:
-            async for record in self._journal().records(key, scanned + 1, head + 1):
-                if record.run_id:
-                    seen.add(record.run_id)
-                seen.update(
-                    e.run_id for e in record.events if isinstance(e, ev.RunStarted)
+            if run.explicit:
+                await self._run_ids.check(
+                    self._journal(), key, run.run_id, writer.version
                 )
-            self._run_ids[key] = (head, seen)
-            if len(self._run_ids) > 1024:
-                self._run_ids.pop(next(iter(self._run_ids)))
-        if run_id in seen:
-            raise DuplicateRunError(
-                f"run id {run_id!r} is already in the log of {key} (head {head}); "
-                "give every execution a new run id"
-            )
-
-    async def _loop(self, run: AgentRun, sink: Sink) -> ev.Msg:
-        """The ReAct loop; every batch is committed before the next external step."""
-        run_id, signal = run.run_id, run._signal
-        ctx = run.context._derive(run_id)
-        pending: list[object] = [
-            ev.RunStarted(run_id, turn_id=run.context.turn_id),
-            *(ev.MessageAppended(m) for m in run.messages),
-        ]
-        # ended: the run's last record is committed; broken: a commit failed, so
-        # nothing more can be recorded (the next lease holder recovers the run).
-        flags = {"ended": False, "broken": False}
-        # Calls requested and not yet resolved, in order; running: the first of
-        # them is running now.
-        open_calls: list[ToolCall] = []
-        running = False
-
-        def inject() -> None:
-            run.context._agent_state = ctx._agent_state = sink.state
-
-        async def flush(*extra: object, last: bool = False) -> None:
-            pending.extend(extra)
-            if pending:
-                batch = pending.copy()
-                pending.clear()
-                try:
-                    record = await sink.commit(batch, run_id)
-                except BaseException:
-                    flags["broken"] = True
-                    raise
-                flags["ended"] = last
-                inject()
-                if record is not None:
-                    run._emit(record)
-
-        inject()
-        try:
-            for _ in range(self.max_iterations):
-                await flush()  # the input and results are durable before the model
-                if signal.fired:
-                    return await self._interrupted(run, flush, [])
-                response = await self._ask_model(sink.state, signal)
-                if response is None:
-                    return await self._interrupted(run, flush, [])
-                run._emit(response)
-                if not response.tool_calls:
-                    reply = ev.Msg("assistant", response.text or "", name=self.name)
-                    await flush(
-                        ev.MessageAppended(reply), ev.RunCompleted(run_id), last=True
-                    )
-                    return reply
-                calls = checked_calls(response.tool_calls)
-                blocks: list[ev.ContentBlock] = []
-                if response.text:
-                    blocks.append(ev.TextBlock(response.text))
-                blocks.extend(ev.ToolUseBlock(c.id, c.name, c.input) for c in calls)
-                pending.append(
-                    ev.MessageAppended(ev.Msg("assistant", blocks, name=self.name))
-                )
-                # Write-ahead: every call is requested before any of them runs.
-                pending.extend(
-                    ev.ToolCallRequested(c.id, c.name, c.input, run_id=run_id)
-                    for c in calls
-                )
-                open_calls[:] = calls
-                while open_calls:
-                    call = open_calls[0]
-                    await flush()
-                    if signal.fired:
-                        return await self._interrupted(run, flush, open_calls)
-                    run._emit(call)
-                    running = True
-                    block, cut_short = await self._run_tool(call, sink.state, ctx, run)
-                    running = False
-                    del open_calls[0]
-                    run._emit(block)
-                    pending.extend(result_events(call, block))
-                    if cut_short:
-                        return await self._interrupted(run, flush, open_calls)
-            raise RuntimeError(
-                f"agent {self.name!r} made no final reply within "
-                f"max_iterations={self.max_iterations} model calls (run {run_id})"
-            )
-        except asyncio.CancelledError:
-            # The caller went away: record the interruption, then let it propagate.
-            # A tool running at that moment was cancelled by _run_tool.
-            if not flags["ended"] and not flags["broken"]:
-                signal.fire("user", "the call was cancelled")
-                cut = open_calls[:1] if running else []
-                rest = open_calls[1:] if running else open_calls
-                with contextlib.suppress(Exception):
-                    await self._interrupted(run, flush, rest, cut_short=cut)
-            raise
-        except Exception as exc:
-            if not flags["ended"] and not flags["broken"]:
-                error = f"{type(exc).__name__}: {exc}"
-                with contextlib.suppress(Exception):
-                    await flush(ev.RunFailed(run_id, error=error), last=True)
-            raise
-
-    async def _ask_model(
-        self, state: AgentState, signal: Signal
-    ) -> ModelResponse | None:
-        """Call the model; None when an interrupt came first (the call is dropped)."""
-        messages = list(state.context)
-        if state.summary:
-            summary = f"Summary of the earlier conversation:\n{state.summary}"
-            messages.insert(0, ev.Msg("system", summary))
-        answer = self.model(messages, list(self._specs))
-        if not inspect.isawaitable(answer):  # a sync model is tolerated
-            return as_response(answer)
-        task = await _interruptible(signal, answer)
-        if task.cancelled() and signal.fired:
-            return None
-        return as_response(task.result())
-
-    async def _run_tool(
-        self, call: ToolCall, state: AgentState, ctx: RuntimeContext, run: AgentRun
-    ) -> tuple[ev.ToolResultBlock, bool]:
-        """Run one requested call; returns its result and whether it was cut short."""
-        found = self.tools.get(call.name)
-        if found is None:
-            known = ", ".join(sorted(self.tools)) or "none"
-            message = f"unknown tool {call.name!r}; the tools are: {known}"
-            return ev.ToolResultBlock(call.id, message, True), False
-        if state.permission_context.rules.get(call.name) == "deny":
-            message = f"not run: a permission rule denies the tool {call.name!r}"
-            return ev.ToolResultBlock(call.id, message, True), False
-        try:
-            args: pydantic.BaseModel = found.validate(call.input)
-        except ValueError as exc:
-            message = f"invalid input for tool {call.name!r}: {exc}"
-            return ev.ToolResultBlock(call.id, message, True), False
-        signal = run._signal
-        task = await _interruptible(signal, found.invoke(args, ctx))
-        if task.cancelled():
-            if signal.fired:
-                message = _CUT_SHORT.format(reason=signal.reason)
-                return ev.ToolResultBlock(call.id, message, True), True
-            return ev.ToolResultBlock(call.id, "the tool was cancelled", True), False
-        error = task.exception()
-        if error is not None:
-            message = f"{type(error).__name__}: {error}"
-            return ev.ToolResultBlock(call.id, message, True), False
-        return result_of(call.id, task.result()), False
-
-    async def _interrupted(
-        self,
-        run: AgentRun,
-        flush: Callable[..., Any],
-        not_run: Sequence[ToolCall],
-        *,
-        cut_short: Sequence[ToolCall] = (),
-    ) -> ev.Msg:
-        """Commit the interrupted end of a run and return the interrupted reply.
-
-        Requested calls that never started get a "not run" error result; a call
-        cancelled while running gets one saying its side effects were not verified.
-        """
-        signal = run._signal
-        events: list[object] = []
-        for calls, template in ((cut_short, _CUT_SHORT), (not_run, _NOT_RUN)):
-            for call in list(calls):
-                message = template.format(reason=signal.reason)
-                block = ev.ToolResultBlock(call.id, message, True)
-                run._emit(block)
-                events.extend(result_events(call, block))
-        text = f"[interrupted: {signal.reason}]"
-        reply = ev.Msg(
-            "assistant",
-            text,
-            name=self.name,
-            metadata={"interrupted": True, "by": signal.by},
-        )
-        by: Literal["user", "shutdown"] = (
-            "shutdown" if signal.by == "shutdown" else "user"
-        )
-        await flush(
-            *events,
-            ev.MessageAppended(reply),
-            ev.RunInterrupted(run.run_id, reason=signal.reason, by=by),
-            last=True,
-        )
-        return reply
+            return await self._loop().run(run, JournalSink(writer))
 
     # --- snapshot mode ---
 
-    async def _execute_snapshot(self, run: AgentRun) -> ev.Msg:
+    async def _execute_snapshot(self, run: RunControl) -> ev.Msg:
         key = run.key
         state, version = await self._slots().load(key)
         refuse_uncertain(key, state)
         base = state.copy()
         sink = SnapshotSink(state, str(key))
         try:
-            reply = await self._loop(run, sink)
+            reply = await self._loop().run(run, sink)
         except BaseException as exc:
             # The turn's record of what happened (RunFailed / RunInterrupted) is
             # saved too; the original error wins over a failed save.
@@ -610,7 +341,7 @@ class Agent:
                 exc.add_note(f"saving the turn's state failed too: {save_error!r}")
             raise
         final = await self._slots().save_turn(key, base, sink.state, version)
-        run.context._agent_state = final
+        inject_agent_state(run.context, final)
         return reply
 
     # --- state ---
@@ -634,7 +365,7 @@ class Agent:
 
     async def _load_recovered(self, key: ThreadKey, wait: float) -> AgentState:
         state = await self._journal().load(key)
-        busy = key in self._locks
+        busy = self._locks.busy(key)
         if state.active_run_id is None or busy:
             return state
         # The run looks unfinished: whoever takes the lease records its recovery.
@@ -663,7 +394,7 @@ class Agent:
             async with self._writer(key) as writer:
                 await writer.update(reason, mutation)
                 return writer.state.copy()
-        async with self._thread_lock(key):
+        async with self._locks.hold(key):
             for attempt in range(3):
                 state, version = await self._slots().load(key)
                 result = mutation(state)
@@ -693,7 +424,7 @@ class Agent:
                     raise StaleStateError(str(key), state.version, writer.base_version)
                 await writer.replace_state(state, reason="save")
                 return writer.state.copy()
-        async with self._thread_lock(key):
+        async with self._locks.hold(key):
             return await self._slots().save(key, state, state.version)
 
     async def clear_context(
@@ -746,12 +477,7 @@ class Agent:
             state = (await self._slots().load(key))[0]
         else:
             state = await self._load_recovered(key, wait=self.lease_wait)
-        live = state.active_run_id
-        return [
-            ev.ToolCallRequested(p.call_id, p.name, p.input, run_id=p.run_id)
-            for p in state.tool_context.pending_calls.values()
-            if live is None or p.run_id != live
-        ]
+        return uncertain_calls(state)
 
     async def reconcile_tool_calls(
         self,
@@ -779,40 +505,15 @@ class Agent:
         """
         blocks = {cid: outcome_block(cid, value) for cid, value in outcomes.items()}
         key = self._thread_key(ctx)
-
-        def events_for(state: AgentState) -> list[object]:
-            pending = state.tool_context.pending_calls
-            if set(blocks) != set(pending):
-                raise ValueError(
-                    f"reconcile exactly the uncertain tool calls of {key}: "
-                    f"{sorted(pending)}; missing {sorted(set(pending) - set(blocks))}, "
-                    f"unknown {sorted(set(blocks) - set(pending))}"
-                )
-            events: list[object] = []
-            for call_id, block in blocks.items():
-                events.append(
-                    ev.ToolCallReconciled(
-                        call_id, block.output, note=reason, is_error=block.is_error
-                    )
-                )
-                message = ev.Msg(
-                    "tool",
-                    [block],
-                    name=pending[call_id].name,
-                    metadata={"reconciled": True, "reason": reason},
-                )
-                events.append(ev.MessageAppended(message))
-            return events
-
         if self.journal is not None:
             async with self._writer(key) as writer:
-                events = events_for(writer.state)
+                events = reconcile_events(key, writer.state, blocks, reason)
                 if events:
                     await writer.append(events)
                 return writer.state.copy()
-        async with self._thread_lock(key):
+        async with self._locks.hold(key):
             state, version = await self._slots().load(key)
-            events = events_for(state)
+            events = reconcile_events(key, state, blocks, reason)
             state = fold_events(AgentStateProjection(str(key)), state, events, None)
             return await self._slots().save(key, state, version)
 
@@ -828,7 +529,7 @@ class Agent:
         self._closed = True
         for runs in list(self._running.values()):
             for run in runs:
-                run._signal.fire("shutdown", "the agent is shutting down")
+                run.signal.fire("shutdown", "the agent is shutting down")
         tasks = list(self._tasks)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -852,24 +553,3 @@ class Agent:
     def __repr__(self) -> str:
         mode = "journal" if self.journal is not None else "snapshot"
         return f"Agent({self.name!r}, agent_id={self.agent_id!r}, mode={mode})"
-
-
-async def _interruptible(signal: Signal, work: Awaitable[_T]) -> asyncio.Future[_T]:
-    """Run ``work`` as a task that an interrupt may cancel; return it once done.
-
-    The task is registered on ``signal`` while it runs, so ``Agent.interrupt`` can
-    cancel it. If the caller itself is cancelled, the task is cancelled and awaited
-    before the cancellation propagates.
-    """
-    task = asyncio.ensure_future(work)
-    signal.task = task
-    try:
-        await asyncio.wait({task})
-    except asyncio.CancelledError:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        raise
-    finally:
-        signal.task = None
-    return task

@@ -1,0 +1,314 @@
+"""The ReAct loop of one run: model, tools, and the write-ahead order of its events.
+
+Every batch is committed (to the run's :class:`~journal.runtime.sinks.Sink`) before
+the next external step: the input before the model is called, every requested call
+before any of them runs, each result before the next call or model turn. An
+interrupt is honoured at those checkpoints, and cancels a running model or tool task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from journal import events as ev
+from journal.runtime.context import derive_context, inject_agent_state
+from journal.runtime.model import ToolCall, as_response
+from journal.runtime.tools import result_of, to_jsonable
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    import pydantic
+
+    from journal.runtime.context import RuntimeContext
+    from journal.runtime.model import Model, ModelResponse
+    from journal.runtime.run import RunControl, Signal
+    from journal.runtime.sinks import Sink
+    from journal.runtime.tools import Tool, ToolSpec
+    from projections.agent_state import AgentState
+
+__all__ = ["RunLoop", "checked_calls", "result_events"]
+
+_T = TypeVar("_T")
+
+_NOT_RUN = "not run: the run was interrupted before this tool call started ({reason})"
+_CUT_SHORT = (
+    "interrupted while running ({reason}); the tool was cancelled and its side "
+    "effects, if any, were not verified"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLoop:
+    """What a run needs of its agent, and the loop that drives it.
+
+    Attributes:
+        name: The agent's name (the ``name`` of its messages).
+        model: The model.
+        tools: The tools by name.
+        specs: What the model is told about the tools.
+        max_iterations: The most model calls in one run.
+    """
+
+    name: str
+    model: Model
+    tools: Mapping[str, Tool]
+    specs: Sequence[ToolSpec]
+    max_iterations: int
+
+    async def run(self, run: RunControl, sink: Sink) -> ev.Msg:
+        """Drive one run to its end and return the final reply.
+
+        Args:
+            run: The run.
+            sink: Where its batches of events are committed.
+
+        Returns:
+            The final reply (an interrupted reply if an interrupt came).
+
+        Raises:
+            RuntimeError: The model did not finish within ``max_iterations``.
+            Exception: What the model or a commit raised (after ``RunFailed`` was
+                committed, when it still could be).
+        """
+        run_id, signal = run.run_id, run.signal
+        ctx = derive_context(run.context, run_id)
+        pending: list[object] = [
+            ev.RunStarted(run_id, turn_id=run.context.turn_id),
+            *(ev.MessageAppended(m) for m in run.messages),
+        ]
+        # ended: the run's last record is committed; broken: a commit failed, so
+        # nothing more can be recorded (the next lease holder recovers the run).
+        flags = {"ended": False, "broken": False}
+        # Calls requested and not yet resolved, in order; running: the first of
+        # them is running now.
+        open_calls: list[ToolCall] = []
+        running = False
+
+        def inject() -> None:
+            state = sink.state
+            inject_agent_state(run.context, state)
+            inject_agent_state(ctx, state)
+
+        async def flush(*extra: object, last: bool = False) -> None:
+            pending.extend(extra)
+            if pending:
+                batch = pending.copy()
+                pending.clear()
+                try:
+                    record = await sink.commit(batch, run_id)
+                except BaseException:
+                    flags["broken"] = True
+                    raise
+                flags["ended"] = last
+                inject()
+                if record is not None:
+                    run.emit(record)
+
+        inject()
+        try:
+            for _ in range(self.max_iterations):
+                await flush()  # the input and results are durable before the model
+                if signal.fired:
+                    return await self._interrupted(run, flush, [])
+                response = await self._ask_model(sink.state, signal)
+                if response is None:
+                    return await self._interrupted(run, flush, [])
+                run.emit(response)
+                if not response.tool_calls:
+                    reply = ev.Msg("assistant", response.text or "", name=self.name)
+                    await flush(
+                        ev.MessageAppended(reply), ev.RunCompleted(run_id), last=True
+                    )
+                    return reply
+                calls = checked_calls(response.tool_calls)
+                blocks: list[ev.ContentBlock] = []
+                if response.text:
+                    blocks.append(ev.TextBlock(response.text))
+                blocks.extend(ev.ToolUseBlock(c.id, c.name, c.input) for c in calls)
+                pending.append(
+                    ev.MessageAppended(ev.Msg("assistant", blocks, name=self.name))
+                )
+                # Write-ahead: every call is requested before any of them runs.
+                pending.extend(
+                    ev.ToolCallRequested(c.id, c.name, c.input, run_id=run_id)
+                    for c in calls
+                )
+                open_calls[:] = calls
+                while open_calls:
+                    call = open_calls[0]
+                    await flush()
+                    if signal.fired:
+                        return await self._interrupted(run, flush, open_calls)
+                    run.emit(call)
+                    running = True
+                    block, cut_short = await self._run_tool(
+                        call, sink.state, ctx, signal
+                    )
+                    running = False
+                    del open_calls[0]
+                    run.emit(block)
+                    pending.extend(result_events(call, block))
+                    if cut_short:
+                        return await self._interrupted(run, flush, open_calls)
+            raise RuntimeError(
+                f"agent {self.name!r} made no final reply within "
+                f"max_iterations={self.max_iterations} model calls (run {run_id})"
+            )
+        except asyncio.CancelledError:
+            # The caller went away: record the interruption, then let it propagate.
+            # A tool running at that moment was cancelled by _run_tool.
+            if not flags["ended"] and not flags["broken"]:
+                signal.fire("user", "the call was cancelled")
+                cut = open_calls[:1] if running else []
+                rest = open_calls[1:] if running else open_calls
+                with contextlib.suppress(Exception):
+                    await self._interrupted(run, flush, rest, cut_short=cut)
+            raise
+        except Exception as exc:
+            if not flags["ended"] and not flags["broken"]:
+                error = f"{type(exc).__name__}: {exc}"
+                with contextlib.suppress(Exception):
+                    await flush(ev.RunFailed(run_id, error=error), last=True)
+            raise
+
+    async def _ask_model(
+        self, state: AgentState, signal: Signal
+    ) -> ModelResponse | None:
+        """Call the model; None when an interrupt came first (the call is dropped)."""
+        messages = list(state.context)
+        if state.summary:
+            summary = f"Summary of the earlier conversation:\n{state.summary}"
+            messages.insert(0, ev.Msg("system", summary))
+        answer = self.model(messages, list(self.specs))
+        if not inspect.isawaitable(answer):  # a sync model is tolerated
+            return as_response(answer)
+        task = await _interruptible(signal, answer)
+        if task.cancelled() and signal.fired:
+            return None
+        return as_response(task.result())
+
+    async def _run_tool(
+        self, call: ToolCall, state: AgentState, ctx: RuntimeContext, signal: Signal
+    ) -> tuple[ev.ToolResultBlock, bool]:
+        """Run one requested call; returns its result and whether it was cut short."""
+        found = self.tools.get(call.name)
+        if found is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            message = f"unknown tool {call.name!r}; the tools are: {known}"
+            return ev.ToolResultBlock(call.id, message, True), False
+        if state.permission_context.rules.get(call.name) == "deny":
+            message = f"not run: a permission rule denies the tool {call.name!r}"
+            return ev.ToolResultBlock(call.id, message, True), False
+        try:
+            args: pydantic.BaseModel = found.validate(call.input)
+        except ValueError as exc:
+            message = f"invalid input for tool {call.name!r}: {exc}"
+            return ev.ToolResultBlock(call.id, message, True), False
+        task = await _interruptible(signal, found.invoke(args, ctx))
+        if task.cancelled():
+            if signal.fired:
+                message = _CUT_SHORT.format(reason=signal.reason)
+                return ev.ToolResultBlock(call.id, message, True), True
+            return ev.ToolResultBlock(call.id, "the tool was cancelled", True), False
+        error = task.exception()
+        if error is not None:
+            message = f"{type(error).__name__}: {error}"
+            return ev.ToolResultBlock(call.id, message, True), False
+        return result_of(call.id, task.result()), False
+
+    async def _interrupted(
+        self,
+        run: RunControl,
+        flush: Callable[..., Any],
+        not_run: Sequence[ToolCall],
+        *,
+        cut_short: Sequence[ToolCall] = (),
+    ) -> ev.Msg:
+        """Commit the interrupted end of a run and return the interrupted reply.
+
+        Requested calls that never started get a "not run" error result; a call
+        cancelled while running gets one saying its side effects were not verified.
+        """
+        signal = run.signal
+        events: list[object] = []
+        for calls, template in ((cut_short, _CUT_SHORT), (not_run, _NOT_RUN)):
+            for call in list(calls):
+                message = template.format(reason=signal.reason)
+                block = ev.ToolResultBlock(call.id, message, True)
+                run.emit(block)
+                events.extend(result_events(call, block))
+        text = f"[interrupted: {signal.reason}]"
+        reply = ev.Msg(
+            "assistant",
+            text,
+            name=self.name,
+            metadata={"interrupted": True, "by": signal.by},
+        )
+        by: Literal["user", "shutdown"] = (
+            "shutdown" if signal.by == "shutdown" else "user"
+        )
+        await flush(
+            *events,
+            ev.MessageAppended(reply),
+            ev.RunInterrupted(run.run_id, reason=signal.reason, by=by),
+            last=True,
+        )
+        return reply
+
+
+def checked_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """A model's tool calls, checked, with their input made JSON-compatible.
+
+    Raises:
+        TypeError: An item is not a ``ToolCall``.
+        ValueError: A call id is blank or repeated.
+    """
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        if not isinstance(call, ToolCall):
+            raise TypeError(
+                f"ModelResponse.tool_calls holds {type(call).__name__}, not ToolCall"
+            )
+        if not call.id or call.id in seen:
+            raise ValueError(
+                f"the model returned a blank or repeated call id {call.id!r}"
+            )
+        seen.add(call.id)
+        out.append(ToolCall(call.name, to_jsonable(call.input), call.id))
+    return out
+
+
+def result_events(call: ToolCall, block: ev.ToolResultBlock) -> list[object]:
+    """The events that record ``block`` as the result of ``call``."""
+    message = ev.Msg("tool", [block], name=call.name)
+    return [
+        ev.ToolCallCompleted(call.id, block.output, block.is_error),
+        ev.MessageAppended(message),
+    ]
+
+
+async def _interruptible(signal: Signal, work: Awaitable[_T]) -> asyncio.Future[_T]:
+    """Run ``work`` as a task that an interrupt may cancel; return it once done.
+
+    The task is registered on ``signal`` while it runs, so an interrupt can cancel
+    it. If the caller itself is cancelled, the task is cancelled and awaited before
+    the cancellation propagates.
+    """
+    task = asyncio.ensure_future(work)
+    signal.task = task
+    try:
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+    finally:
+        signal.task = None
+    return task
