@@ -4,6 +4,9 @@
 core dependencies. ``RedisAgentStateStore`` (extra ``[redis]``) and
 ``SqlAgentStateStore`` (extra ``[sql]``) import their driver only when first used, and
 say what to install when it is missing.
+
+Every name here is loaded on first use, so importing one submodule (say
+``stores.state.slots``) does not load every backend.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ from __future__ import annotations
 import importlib
 import typing
 
-from stores.state.base import AgentStateStore, AgentStateStoreBase, ConflictPolicy
-from stores.state.jsonfile import JsonFileAgentStateStore
-from stores.state.memory import InMemoryAgentStateStore
-
 if typing.TYPE_CHECKING:
+    from stores.state.base import AgentStateStoreBase, ConflictPolicy
+    from stores.state.jsonfile import JsonFileAgentStateStore
+    from stores.state.memory import InMemoryAgentStateStore
+    from stores.state.protocol import AgentStateStore
     from stores.state.redis import RedisAgentStateStore
     from stores.state.sql import SqlAgentStateStore
 
@@ -29,7 +32,13 @@ __all__ = [
     "SqlAgentStateStore",
 ]
 
-_LAZY = {
+# name -> (module, what to install when importing it fails; "" for core modules)
+_LAZY: dict[str, tuple[str, str]] = {
+    "AgentStateStore": ("stores.state.protocol", ""),
+    "AgentStateStoreBase": ("stores.state.base", ""),
+    "ConflictPolicy": ("journal.policy", ""),
+    "InMemoryAgentStateStore": ("stores.state.memory", ""),
+    "JsonFileAgentStateStore": ("stores.state.jsonfile", ""),
     "RedisAgentStateStore": (
         "stores.state.redis",
         "pip install 'agent-journal[redis]'",
@@ -46,5 +55,14 @@ def __getattr__(name: str) -> typing.Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if not hint:
+            raise
         raise ImportError(f"{name} needs a missing package ({exc}); {hint}") from exc
-    return getattr(module, name)
+    value = getattr(module, name)
+    # Cache it: later lookups skip this hook.
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

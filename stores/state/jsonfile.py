@@ -32,19 +32,15 @@ import msgspec
 
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
 from journal.keys import decode_segment, encode_segment
-from projections.agent_state import AgentState
 from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
 from stores._offload import run_blocking
-from stores.state.base import (
-    AgentStateStoreBase,
-    SlotKey,
-    check_id,
-    utc_now,
-    with_version,
-)
+from stores.state.base import AgentStateStoreBase
+from stores.state.slots import SlotBytes, SlotKey, check_id, utc_now
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from stores.state.slots import StateEncoder
 
 __all__ = [
     "DEFAULT_AGENT_ID",
@@ -74,7 +70,9 @@ class _SlotFile(msgspec.Struct):
     user_id: str | None
     session_id: str
     entry: str
-    state: AgentState
+    # The state's JSON, kept as bytes: decoding it is the adapter's job, and
+    # embedding it verbatim keeps the file what encoding the state inline gave.
+    state: msgspec.Raw
 
 
 class _Header(msgspec.Struct):
@@ -152,13 +150,13 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
     # Each operation is one hop to a worker thread: the whole read-check-write under
     # the lock runs there, so the event loop never blocks on the disk or the lock.
 
-    async def _save(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    async def _write(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
-        return await run_blocking(self._save_sync, slot, state, expected_version)
+        return await run_blocking(self._write_sync, slot, encode, expected_version)
 
-    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
-        return await run_blocking(self._load_sync, slot)
+    async def _read(self, slot: SlotKey) -> SlotBytes | None:
+        return await run_blocking(self._read_sync, slot)
 
     async def _delete(self, slot: SlotKey) -> bool:
         return await run_blocking(self._delete_sync, slot)
@@ -201,8 +199,8 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
         except msgspec.DecodeError as exc:
             raise CorruptRecordError(slot.label, None, f"{path}: {exc}") from exc
 
-    def _save_sync(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    def _write_sync(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
         directory = self._dir(slot)
         path = directory / f"{slot.name}.json"
@@ -217,7 +215,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
                 user_id=slot.user_id,
                 session_id=slot.session_id,
                 entry=slot.entry,
-                state=with_version(state, new),
+                state=msgspec.Raw(encode(new)),
             )
             data = msgspec.json.format(msgspec.json.encode(body), indent=2) + b"\n"
             tmp = write_temp(
@@ -232,7 +230,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
                 fsync_dir(directory)
             return new
 
-    def _load_sync(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    def _read_sync(self, slot: SlotKey) -> SlotBytes | None:
         path = self._dir(slot) / f"{slot.name}.json"
         with _map_errors(slot.label):
             try:
@@ -243,9 +241,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
             body = _slot_decoder.decode(raw)
         except msgspec.DecodeError as exc:
             raise CorruptRecordError(slot.label, None, f"{path}: {exc}") from exc
-        state = body.state
-        state.version = body.version
-        return state, body.version
+        return SlotBytes(bytes(body.state), body.version, origin=str(path))
 
     def _delete_sync(self, slot: SlotKey) -> bool:
         directory = self._dir(slot)

@@ -6,11 +6,11 @@ import threading
 from typing import TYPE_CHECKING
 
 from journal.errors import StaleStateError
-from projections.agent_state import AgentState
-from stores.state.base import AgentStateStoreBase, with_version
+from stores.state.base import AgentStateStoreBase
+from stores.state.slots import SlotBytes
 
 if TYPE_CHECKING:
-    from stores.state.base import SlotKey
+    from stores.state.slots import SlotKey, StateEncoder
 
 __all__ = ["InMemoryAgentStateStore"]
 
@@ -30,8 +30,8 @@ class InMemoryAgentStateStore(AgentStateStoreBase):
         self._slots: dict[str, dict[str, dict[str, tuple[int, bytes]]]] = {}
         self._lock = threading.Lock()
 
-    async def _save(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    async def _write(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
         with self._lock:
             sessions = self._slots.get(slot.user, {})
@@ -40,23 +40,21 @@ class InMemoryAgentStateStore(AgentStateStoreBase):
             if expected_version is not None and expected_version != version:
                 raise StaleStateError(slot.label, expected_version, version)
             new = version + 1
-            blob = with_version(state, new).to_json()
+            blob = encode(new)
             entries = self._slots.setdefault(slot.user, {}).setdefault(
                 slot.session_id, {}
             )
             entries[slot.entry] = (new, blob)
             return new
 
-    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    async def _read(self, slot: SlotKey) -> SlotBytes | None:
         with self._lock:
             current = self._slots.get(slot.user, {}).get(slot.session_id, {})
             found = current.get(slot.entry)
         if found is None:
             return None
         version, blob = found
-        state = AgentState.from_json(blob)
-        state.version = version
-        return state, version
+        return SlotBytes(blob, version)
 
     async def _delete(self, slot: SlotKey) -> bool:
         with self._lock:

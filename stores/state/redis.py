@@ -25,13 +25,13 @@ from redis import exceptions as rexc
 from redis.asyncio.cluster import RedisCluster
 
 from journal.errors import CorruptRecordError, StaleStateError, StorageError
-from projections.agent_state import AgentState
-from stores.state.base import AgentStateStoreBase, utc_now, with_version
+from stores.state.base import AgentStateStoreBase
+from stores.state.slots import SlotBytes, utc_now
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from stores.state.base import SlotKey
+    from stores.state.slots import SlotKey, StateEncoder
 
 __all__ = ["RedisAgentStateStore"]
 
@@ -144,6 +144,11 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def _bytes(value: bytes | str) -> bytes:
+    # A client with decode_responses hands back text.
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
 class RedisAgentStateStore(AgentStateStoreBase):
     """Keeps each slot in a Redis hash; compare-and-swap is one Lua script.
 
@@ -218,17 +223,14 @@ class RedisAgentStateStore(AgentStateStoreBase):
             f"{base}entries:{slot.session}",
         ]
 
-    async def _save(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    async def _write(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
         # The hash's version field is the truth; the state's own version is stamped
-        # when it is known in advance and overwritten on load anyway.
-        stamped = with_version(
-            state, 0 if expected_version is None else expected_version + 1
-        )
+        # when it is known in advance (0 otherwise) and overwritten on load anyway.
         args: list[str | bytes | int] = [
             -1 if expected_version is None else expected_version,
-            stamped.to_json(),
+            encode(0 if expected_version is None else expected_version + 1),
             utc_now().isoformat(),
             self._ttl_ms,
             slot.session,
@@ -244,7 +246,7 @@ class RedisAgentStateStore(AgentStateStoreBase):
             raise StaleStateError(slot.label, expected_version, version)
         return version
 
-    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    async def _read(self, slot: SlotKey) -> SlotBytes | None:
         with _map_errors(slot.label):
             await self._ready()
             raw: Any = await self._client.hmget(
@@ -256,12 +258,10 @@ class RedisAgentStateStore(AgentStateStoreBase):
         if data is None:
             raise CorruptRecordError(slot.label, None, "the slot hash has no state")
         try:
-            state = AgentState.from_json(data)
             number = int(version)
-        except ValueError as exc:  # msgspec.DecodeError is a ValueError
+        except ValueError as exc:
             raise CorruptRecordError(slot.label, None, str(exc)) from exc
-        state.version = number
-        return state, number
+        return SlotBytes(_bytes(data), number)
 
     async def _delete(self, slot: SlotKey) -> bool:
         with _map_errors(slot.label):

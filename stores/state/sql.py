@@ -43,17 +43,17 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import SingletonThreadPool, StaticPool
 
-from journal.errors import CorruptRecordError, StaleStateError, StorageError
+from journal.errors import StaleStateError, StorageError
 from journal.keys import MAX_ID_LENGTH
-from projections.agent_state import AgentState
-from stores.state.base import AgentStateStoreBase, utc_now, with_version
+from stores.state.base import AgentStateStoreBase
+from stores.state.slots import SlotBytes, utc_now
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
     from sqlalchemy import ColumnElement
 
-    from stores.state.base import SlotKey
+    from stores.state.slots import SlotKey, StateEncoder
 
 __all__ = ["SqlAgentStateStore"]
 
@@ -230,13 +230,13 @@ class SqlAgentStateStore(AgentStateStoreBase):
             )
         return 0 if found is None else int(found)
 
-    async def _swap(self, slot: SlotKey, state: AgentState, expected: int) -> bool:
+    async def _swap(self, slot: SlotKey, encode: StateEncoder, expected: int) -> bool:
         """Write version ``expected + 1`` if the slot is at ``expected``."""
         new = expected + 1
         values = {
             "version": new,
             "updated_at": utc_now(),
-            "state": with_version(state, new).to_json().decode("utf-8"),
+            "state": encode(new).decode("utf-8"),
         }
         t = self._table
         if expected == 0:
@@ -272,15 +272,15 @@ class SqlAgentStateStore(AgentStateStoreBase):
             async with self._serial:
                 yield
 
-    async def _save(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    async def _write(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
         async with self._turn():
-            return await self._save_now(slot, state, expected_version)
+            return await self._write_now(slot, encode, expected_version)
 
-    async def _load(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    async def _read(self, slot: SlotKey) -> SlotBytes | None:
         async with self._turn():
-            return await self._load_now(slot)
+            return await self._read_now(slot)
 
     async def _delete(self, slot: SlotKey) -> bool:
         async with self._turn():
@@ -290,8 +290,8 @@ class SqlAgentStateStore(AgentStateStoreBase):
         async with self._turn():
             return await self._list_now(user_id, user)
 
-    async def _save_now(
-        self, slot: SlotKey, state: AgentState, expected_version: int | None
+    async def _write_now(
+        self, slot: SlotKey, encode: StateEncoder, expected_version: int | None
     ) -> int:
         await self.create_table()
         with _map_errors(slot.label):
@@ -301,7 +301,7 @@ class SqlAgentStateStore(AgentStateStoreBase):
                     if expected_version is None
                     else expected_version
                 )
-                if await self._swap(slot, state, expected):
+                if await self._swap(slot, encode, expected):
                     return expected + 1
                 actual = await self._version(slot)
                 if expected_version is not None and actual != expected_version:
@@ -315,7 +315,7 @@ class SqlAgentStateStore(AgentStateStoreBase):
             transient=True,
         )
 
-    async def _load_now(self, slot: SlotKey) -> tuple[AgentState, int] | None:
+    async def _read_now(self, slot: SlotKey) -> SlotBytes | None:
         await self.create_table()
         t = self._table
         with _map_errors(slot.label):
@@ -327,13 +327,8 @@ class SqlAgentStateStore(AgentStateStoreBase):
                 ).first()
         if row is None:
             return None
-        version = int(row[0])
-        try:
-            state = AgentState.from_json(row[1])
-        except ValueError as exc:  # msgspec.DecodeError is a ValueError
-            raise CorruptRecordError(slot.label, version, str(exc)) from exc
-        state.version = version
-        return state, version
+        # The column is text; the adapter decodes bytes.
+        return SlotBytes(row[1].encode("utf-8"), int(row[0]))
 
     async def _delete_now(self, slot: SlotKey) -> bool:
         await self.create_table()
