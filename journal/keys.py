@@ -134,8 +134,12 @@ def _check_id(value: object, field: str) -> str:
             f"{field} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
         )
     for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cs"):
+        category = unicodedata.category(ch)
+        if category == "Cc":
             raise ValueError(f"{field} contains the control character {ch!r}")
+        if category == "Cs":
+            # Not valid Unicode on its own: it cannot be encoded as UTF-8.
+            raise ValueError(f"{field} contains the lone surrogate {ch!r}")
     return value
 
 

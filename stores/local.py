@@ -74,6 +74,27 @@ def _map_errors(key: str) -> Iterator[None]:
         ) from exc
 
 
+def _checked_root(root: str | os.PathLike[str]) -> Path:
+    """``root`` made absolute, refused at once if it cannot hold a directory.
+
+    An empty root would silently mean the working directory; a root that is a
+    regular file, or lies under one, would make every later operation fail.
+    """
+    if not os.fspath(root):
+        raise ValueError("the local store's root must not be empty")
+    path = Path(root).expanduser().absolute()
+    # The nearest existing ancestor (or the root itself) must be a directory.
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise ValueError(
+                    f"the local store's root {str(path)!r} cannot be used: "
+                    f"{str(candidate)!r} is not a directory"
+                )
+            break
+    return path
+
+
 class LocalStore(ObjectStore):
     """Objects as files under ``root``.
 
@@ -89,7 +110,9 @@ class LocalStore(ObjectStore):
     store reads what the other wrote.
 
     Args:
-        root: The directory holding the objects (created if missing).
+        root: The directory holding the objects (created if missing). An empty
+            root, or one that is or lies under a regular file, raises
+            ``ValueError`` here.
         fsync: Whether to fsync files and directories before acknowledging.
         segments: Whether records and blobs go to segment files (the default).
     """
@@ -101,7 +124,7 @@ class LocalStore(ObjectStore):
         fsync: bool = True,
         segments: bool = True,
     ) -> None:
-        self.root = Path(root).expanduser().absolute()
+        self.root = _checked_root(root)
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self.segments = segments

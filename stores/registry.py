@@ -80,6 +80,9 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
     if scheme == "file":
         from stores.local import LocalStore
 
+        if not rest:
+            # "file://" names no path at all; "file:///" is the file system's root.
+            raise ValueError(f"{text!r} names no root directory: use file:///path")
         return LocalStore("/" + rest.lstrip("/"), **options)
     backend = _BUILTIN.get(scheme)
     if backend is None:

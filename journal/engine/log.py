@@ -370,7 +370,8 @@ class ThreadLog:
         order: as its parsed record, or as a :class:`ScanProblem` (missing, vanished,
         corrupt); a record whose ``prev_hash`` does not match the record listed
         before it is preceded by a problem saying so. A broken chain is reported only
-        where the previous version was listed (a gap is reported once, as missing).
+        where the previous record was read intact (a gap or a damaged record is
+        reported once, where it is).
         """
         return self._walk(versions, after, prev_hash, strict=False)
 
@@ -404,6 +405,7 @@ class ThreadLog:
                             version, "vanished", "record vanished while verifying"
                         )
                     )
+                    prev = None  # unknown: the next record's chain cannot be judged
                     continue
                 try:
                     parsed = codec.parse_record(data, label=self.label, version=version)
@@ -411,6 +413,9 @@ class ThreadLog:
                     if strict:
                         raise
                     out.append(ScanProblem(version, "corrupt", str(exc), len(data)))
+                    # Its hash is unknown, so the next record's chain cannot be
+                    # judged: the damage is reported once, here.
+                    prev = None
                     continue
                 if (
                     prev is not None

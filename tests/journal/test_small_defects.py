@@ -1,0 +1,65 @@
+"""Regressions for defects a torture run found: bad roots, misleading findings, ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal import InvalidKeyError, Journal, ThreadKey
+from journal.layout import ThreadLayout
+from tests.journal.test_corruption import (
+    Where,
+    build,
+    fresh,
+    new_key,
+    rewrite,
+    where,  # noqa: F401  (the fixture)
+)
+
+
+async def test_damage_to_one_record_is_not_reported_at_the_next(where: Where):
+    """Record 3 damaged: verify names version 3, not a broken chain at 4."""
+    key = new_key()
+    j = await build(where, key)
+    record_key = ThreadLayout.of(key).record_key(3)
+
+    def flip(data: bytearray) -> bytes:
+        data[len(data) // 2] ^= 0x20
+        return bytes(data)
+
+    await rewrite(where, j, record_key, flip)
+    report = await fresh(where).verify(key)
+    assert not report.ok
+    assert [p.version for p in report.problems] == [3], [
+        str(p) for p in report.problems
+    ]
+
+
+def test_a_root_that_is_a_regular_file_is_refused(tmp_path):
+    path = tmp_path / "journal"
+    path.write_text("not a directory")
+    with pytest.raises(ValueError, match="not a directory") as info:
+        Journal.open(str(path))
+    assert str(path) in str(info.value)
+    with pytest.raises(ValueError, match="not a directory"):
+        Journal.open(f"file://{path}")
+
+
+def test_a_root_under_a_regular_file_is_refused(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("not a directory")
+    with pytest.raises(ValueError, match="not a directory") as info:
+        Journal.open(str(path / "journal"))
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["", "file://"])
+def test_an_empty_root_is_refused(url, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="root"):
+        Journal.open(url)
+
+
+def test_a_lone_surrogate_in_an_id_is_named_as_such():
+    with pytest.raises(InvalidKeyError, match="surrogate") as info:
+        ThreadKey("agent\ud800", "s")
+    assert "control character" not in str(info.value)
