@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
     from journal.cli.commands.export import RecordSink
-    from journal.cli.parser import Options
+    from journal.cli.options import Options
     from journal.cli.reports import Report
 
 __all__ = ["exit_status", "main", "run_command"]

@@ -19,6 +19,7 @@ __all__ = [
     "ImportOptions",
     "LogOptions",
     "LsOptions",
+    "Options",
     "RecoverOptions",
     "StateOptions",
     "ThreadFilter",
@@ -167,3 +168,18 @@ class DemoOptions:
     storage_options: dict[str, Any] = field(default_factory=dict)
     cli_flags: tuple[str, ...] = ()
     pace: float = 0.0
+
+
+Options = (
+    LsOptions
+    | LogOptions
+    | StateOptions
+    | DiffOptions
+    | VerifyOptions
+    | CheckpointOptions
+    | ExportOptions
+    | RecoverOptions
+    | ImportOptions
+    | DemoOptions
+)
+"""Any command's options."""

@@ -16,6 +16,7 @@ from journal.cli.options import (
     ImportOptions,
     LogOptions,
     LsOptions,
+    Options,
     RecoverOptions,
     StateOptions,
     ThreadFilter,
@@ -25,24 +26,9 @@ from journal.cli.options import (
 if TYPE_CHECKING:
     from journal.keys import ThreadKey
 
-__all__ = ["PROG", "Options", "build_parser", "options_from_args"]
+__all__ = ["PROG", "build_parser", "options_from_args"]
 
 PROG = "agent-journal"
-
-Options = (
-    LsOptions
-    | LogOptions
-    | StateOptions
-    | DiffOptions
-    | VerifyOptions
-    | CheckpointOptions
-    | ExportOptions
-    | RecoverOptions
-    | ImportOptions
-    | DemoOptions
-)
-"""Any command's options."""
-
 
 # --- flag types and groups ------------------------------------------------------------
 
