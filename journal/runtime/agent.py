@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from journal import events as ev
     from journal.engine import Journal, ThreadWriter
     from journal.runtime.model import Model
-    from stores.state.base import AgentStateStore
+    from stores.state.protocol import AgentStateStore
 
 __all__ = ["Agent", "Mutation"]
 

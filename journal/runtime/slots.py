@@ -14,7 +14,7 @@ from projections.agent_state import AgentState
 
 if TYPE_CHECKING:
     from journal.keys import ThreadKey
-    from stores.state.base import AgentStateStore
+    from stores.state.protocol import AgentStateStore
 
 __all__ = ["STATE_ENTRY", "SnapshotSlots", "policy_of"]
 

@@ -24,7 +24,7 @@ from journal import (
     ToolCallRequested,
 )
 from journal.cli import ROOT_ENV, main
-from journal.demo import DEMO_AGENT, DEMO_NAMESPACE, DEMO_USER, DEMO_USERS, STEPS
+from journal.cli.demo import DEMO_AGENT, DEMO_NAMESPACE, DEMO_USER, DEMO_USERS, STEPS
 from projections import RunLedger, fold
 from tests.cli.test_commands import build_root, flip_record, read_thread, run
 

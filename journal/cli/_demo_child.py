@@ -1,6 +1,6 @@
 """The Agent process that ``agent-journal demo`` kills in the middle of a tool call.
 
-Run as ``python -m journal._demo_child`` with one JSON object on stdin::
+Run as ``python -m journal.cli._demo_child`` with one JSON object on stdin::
 
     {"root": "...", "options": {...}, "session_id": "...", "user_id": "alice",
      "lease_ttl": 1.5, "run_id": "alice-3", "call_id": "call-email-1",
@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from journal import Journal, Record, RuntimeContext, ScriptedModel
-from journal.demo import EMAIL_TO_BOB, DemoConfig, Outbox, email_script
+from journal.cli.demo import EMAIL_TO_BOB, DemoConfig, Outbox, email_script
 
 
 def _report(**fields: Any) -> None:

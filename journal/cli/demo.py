@@ -567,7 +567,7 @@ async def crash_mid_tool(demo: Demo) -> None:
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "journal._demo_child",
+        "journal.cli._demo_child",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -1,0 +1,90 @@
+"""The ``agent-journal`` command line (also ``python -m journal``).
+
+Replay and audit tooling for operators, and the demo::
+
+    agent-journal demo
+    agent-journal ls [--namespace N] [--agent A] [--user U] [--session S]
+    agent-journal log --agent A --session S [--user U] [--thread T] [--namespace N]
+    agent-journal state ... [--at N]
+    agent-journal diff ... [--from N] [--to M]
+    agent-journal verify [thread flags]
+    agent-journal checkpoint ...
+    agent-journal export ... --format jsonl [--output FILE]
+    agent-journal recover ...
+    agent-journal import --agent A --session S [--user U] [--thread T] [--from URL]
+
+The journal root comes from ``--root`` (any URL ``Journal.open`` takes), else the
+environment variable :data:`ROOT_ENV`, else :data:`DEFAULT_ROOT`. Storage options
+(for S3: ``endpoint_url``, ``key``, ``secret``, ...) come from the JSON object in
+:data:`STORAGE_OPTIONS_ENV` and from ``--option key=value`` (a string) or
+``--option key:=JSON`` (a typed value); a dotted key nests
+(``client_kwargs.region_name=...``). s3fs also reads the usual ``AWS_*`` variables.
+
+Reading commands never take the lease and never write. ``checkpoint``, ``recover`` and
+``import`` take the lease briefly, like any writer.
+
+Exit status: 0 on success; 1 when ``verify`` finds a problem, ``import`` refuses, or
+the journal reports an error (one line on stderr, no traceback); 2 on bad usage,
+including invalid ids.
+
+The package is layered so that other front ends can reuse the middle:
+
+- :mod:`~journal.cli.parser` turns flags into typed options
+  (:mod:`~journal.cli.options`);
+- :mod:`~journal.cli.commands` turn a journal and options into a report
+  (:mod:`~journal.cli.reports`), printing nothing;
+- :mod:`~journal.cli.render_text` and :mod:`~journal.cli.render_json` turn a report
+  into tables or a JSON document;
+- :mod:`~journal.cli.app` (``main``) wires them to the terminal and exit statuses,
+  and is the only place that starts an event loop.
+"""
+
+from __future__ import annotations
+
+from journal.cli.app import main
+from journal.cli.commands import open_state_store, state_changes
+from journal.cli.config import (
+    DEFAULT_ROOT,
+    ROOT_ENV,
+    STORAGE_OPTIONS_ENV,
+    parse_storage_options,
+    resolve_root,
+)
+from journal.cli.describe import (
+    describe_event,
+    format_time,
+    message_summary,
+    shorten,
+    thread_label,
+)
+from journal.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError
+from journal.cli.parser import PROG, build_parser
+from journal.cli.render_json import event_json, record_json
+from journal.cli.render_text import format_table
+from journal.cli.reports import FieldChange
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "EXIT_OK",
+    "EXIT_PROBLEM",
+    "EXIT_USAGE",
+    "PROG",
+    "ROOT_ENV",
+    "STORAGE_OPTIONS_ENV",
+    "CommandError",
+    "FieldChange",
+    "build_parser",
+    "describe_event",
+    "event_json",
+    "format_table",
+    "format_time",
+    "main",
+    "message_summary",
+    "open_state_store",
+    "parse_storage_options",
+    "record_json",
+    "resolve_root",
+    "shorten",
+    "state_changes",
+    "thread_label",
+]

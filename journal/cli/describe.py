@@ -1,0 +1,168 @@
+"""One-line, human-readable descriptions of threads, times, messages and events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import codec
+from journal import events as ev
+
+if TYPE_CHECKING:
+    from journal.keys import ThreadKey
+
+__all__ = [
+    "DETAIL_WIDTH",
+    "compact",
+    "describe_event",
+    "event_type_name",
+    "format_time",
+    "message_summary",
+    "shorten",
+    "thread_label",
+    "todo_text",
+]
+
+DETAIL_WIDTH = 90
+"""Characters a detail column keeps before it is cut with ``...``."""
+
+
+def thread_label(key: ThreadKey) -> str:
+    """``namespace/agent/user/session/thread`` (``~`` for the anonymous user)."""
+    user = "~" if key.user_id is None else key.user_id
+    return f"{key.namespace}/{key.agent_id}/{user}/{key.session_id}/{key.thread_id}"
+
+
+def format_time(timestamp: float) -> str:
+    """A wall-clock time as ``YYYY-MM-DD HH:MM:SSZ`` (UTC)."""
+    if timestamp <= 0:
+        return "-"
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def shorten(text: str, width: int = DETAIL_WIDTH) -> str:
+    """Collapse whitespace and cut ``text`` to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def compact(value: object) -> str:
+    """``value`` as compact JSON, or its ``repr`` when it is not JSON-encodable."""
+    try:
+        return msgspec.json.encode(value).decode("utf-8")
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def event_type_name(event: object) -> str:
+    """The event's registered type name (its class name if unregistered)."""
+    try:
+        return codec.event_type_name(event)
+    except TypeError:
+        return type(event).__name__
+
+
+def message_summary(msg: ev.Msg) -> str:
+    """One line describing a message's content (text, tool use, tool result)."""
+    if isinstance(msg.content, str):
+        return msg.content
+    parts: list[str] = []
+    for block in msg.content:
+        if isinstance(block, ev.TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ev.ToolUseBlock):
+            parts.append(f"[tool_use {block.name} {compact(block.input)}]")
+        elif isinstance(block, ev.ToolResultBlock):
+            flag = " error" if block.is_error else ""
+            output = (
+                block.output if isinstance(block.output, str) else compact(block.output)
+            )
+            parts.append(f"[tool_result{flag} {output}]")
+        else:
+            parts.append(f"[thinking] {block.text}")
+    return " ".join(parts)
+
+
+def todo_text(todo: object) -> str:
+    """A todo item as ``[status] content`` (or its content, or compact JSON)."""
+    if isinstance(todo, dict) and "content" in todo:
+        status = todo.get("status")
+        return f"[{status}] {todo['content']}" if status else str(todo["content"])
+    return todo if isinstance(todo, str) else compact(todo)
+
+
+def describe_event(event: object) -> str:
+    """One readable line of what an event says (without its type name)."""
+    match event:
+        case ev.ThreadCreated():
+            user = "~" if event.user_id is None else event.user_id
+            return (
+                f"{event.namespace}/{event.agent_id}/{user}/"
+                f"{event.session_id}/{event.thread_id}"
+            )
+        case ev.LeaseAcquired(epoch=epoch, holder=holder):
+            return f"epoch {epoch}, holder {holder}"
+        case ev.RunStarted(run_id=run_id):
+            extra = f" (turn {event.turn_id})" if event.turn_id else ""
+            if event.parent_run_id:
+                extra += f" (parent {event.parent_run_id})"
+            return f"run {run_id}{extra}"
+        case ev.RunCompleted(run_id=run_id):
+            return f"run {run_id}"
+        case ev.RunFailed(run_id=run_id, error=error):
+            return f"run {run_id}: {error}" if error else f"run {run_id}"
+        case ev.RunInterrupted(run_id=run_id, reason=reason, by=by):
+            return f"run {run_id} by {by}" + (f" ({reason})" if reason else "")
+        case ev.MessageAppended(message=msg):
+            return f"{msg.role}: {message_summary(msg)}"
+        case ev.ContextCompacted(summary=summary, replaced_ids=ids):
+            return f"{len(ids)} messages -> summary: {summary}"
+        case ev.SummarySet(summary=summary):
+            return "cleared" if summary is None else summary
+        case ev.ContextCleared(reason=reason):
+            return reason
+        case ev.ToolCallRequested(call_id=call_id, name=name):
+            return f"call {call_id}: {name}({compact(event.input)})"
+        case ev.ToolCallCompleted(call_id=call_id, output=output):
+            flag = "error " if event.is_error else ""
+            return f"call {call_id}: {flag}{compact(output)}"
+        case ev.ToolCallReconciled(call_id=call_id, resolution=resolution):
+            note = f" ({event.note})" if event.note else ""
+            return f"call {call_id}: {compact(resolution)}{note}"
+        case ev.ToolGroupActivated(group=group) | ev.ToolGroupDeactivated(group=group):
+            return group
+        case ev.PermissionRuleSet(tool=tool, decision=decision):
+            return f"{tool} = {decision}"
+        case ev.PermissionRuleRemoved(tool=tool):
+            return tool
+        case ev.PermissionModeSet(mode=mode):
+            return mode
+        case ev.PlanModeEntered(plan_file=plan_file):
+            return plan_file or ""
+        case ev.TodosWritten(todos=todos, revision=revision):
+            return f"revision {revision}: " + "; ".join(todo_text(t) for t in todos)
+        case ev.TaskBegun(goal=goal, requirements=requirements):
+            return f"{goal} ({len(requirements)} requirements)"
+        case ev.RequirementDecided(requirement=req, decision=decision):
+            return f"{req}: {decision}"
+        case ev.EvidenceBound(requirement=req, evidence=evidence):
+            return f"{req}: {evidence}"
+        case ev.VerificationRecorded(passed=passed, detail=detail):
+            return ("passed" if passed else "failed") + (
+                f": {detail}" if detail else ""
+            )
+        case ev.AgentStateReplaced(reason=reason, messages=messages):
+            return f"reason {reason}, {len(messages)} messages"
+        case ev.UnknownEvent():
+            kind = "required" if event.required else "optional"
+            return (
+                f"unknown {kind} event (schema {event.schema}, "
+                f"{len(event.data)} bytes kept as written)"
+            )
+        case msgspec.Struct():
+            fields = msgspec.structs.asdict(event)
+            return ", ".join(f"{k}={compact(v)}" for k, v in fields.items())
+        case _:
+            return repr(event)

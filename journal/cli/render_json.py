@@ -1,0 +1,216 @@
+"""Reports as JSON documents (``--json``), and records as JSON-ready builtins."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from journal import events as ev
+from journal.cli.describe import event_type_name
+from journal.cli.reports import (
+    CheckpointReport,
+    DemoReport,
+    DiffReport,
+    ExportReport,
+    ImportReport,
+    LogReport,
+    LsReport,
+    RecoverReport,
+    StateReport,
+    VerifyThreadsReport,
+)
+from projections.agent_state import decode_state
+
+if TYPE_CHECKING:
+    from journal.cli.reports import Report
+    from journal.codec import Record
+    from journal.engine import Finding, VerifyReport
+    from journal.keys import ThreadKey
+    from projections.audit import ToolCallEntry
+
+__all__ = ["event_json", "record_json", "render_json", "thread_json"]
+
+
+def thread_json(key: ThreadKey) -> dict[str, Any]:
+    """A thread's ids as a JSON object."""
+    return {
+        "namespace": key.namespace,
+        "agent_id": key.agent_id,
+        "user_id": key.user_id,
+        "session_id": key.session_id,
+        "thread_id": key.thread_id,
+    }
+
+
+def event_json(event: object) -> dict[str, Any]:
+    """An event as JSON-ready builtins, its ``type`` first.
+
+    An ``AgentStateReplaced``'s msgpack ``state`` is decoded into the state's JSON
+    form; an unknown event keeps its bytes (base64) and says ``"unknown": true``.
+    """
+    if isinstance(event, ev.UnknownEvent):
+        return {
+            "type": event.type,
+            "unknown": True,
+            "schema": event.schema,
+            "required": event.required,
+            "data": msgspec.to_builtins(event.data),
+        }
+    data = msgspec.to_builtins(event)
+    fields: dict[str, Any] = data if isinstance(data, dict) else {"value": data}
+    fields.pop("type", None)
+    if isinstance(event, ev.AgentStateReplaced):
+        fields["state"] = msgspec.to_builtins(decode_state(event.state))
+    return {"type": event_type_name(event), **fields}
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """A record as JSON-ready builtins (what ``export`` writes per line)."""
+    return {
+        "version": record.version,
+        "epoch": record.epoch,
+        "writer": record.writer,
+        "batch_id": record.batch_id,
+        "run_id": record.run_id,
+        "committed_at": record.committed_at,
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+        "events": [event_json(e) for e in record.events],
+    }
+
+
+def render_json(report: Report) -> bytes | None:
+    """``report`` as the indented JSON document ``--json`` prints (no newline).
+
+    Returns:
+        The document, or None for reports that have none (``export`` streams
+        JSON lines as it runs; ``demo`` narrates): print their text instead.
+    """
+    match report:
+        case StateReport():
+            # The state's own encoding, so the document is exactly what
+            # ``AgentState.from_json`` reads back.
+            return msgspec.json.format(report.state.to_json(), indent=2)
+        case ExportReport() | DemoReport():
+            return None
+        case _:
+            document = _document(report)
+    return msgspec.json.format(msgspec.json.encode(document), indent=2)
+
+
+_Documented = (
+    LsReport
+    | LogReport
+    | DiffReport
+    | VerifyThreadsReport
+    | CheckpointReport
+    | RecoverReport
+    | ImportReport
+)
+
+
+def _document(report: _Documented) -> dict[str, Any]:
+    match report:
+        case LsReport():
+            return {
+                "root": report.root,
+                "count": len(report.threads),
+                "threads": [
+                    {
+                        **thread_json(t.key),
+                        "head": t.head,
+                        "records": t.records,
+                        "last_activity": t.last_activity or None,
+                        **({"error": t.error} if t.error else {}),
+                    }
+                    for t in report.threads
+                ],
+            }
+        case LogReport():
+            return {
+                "thread": thread_json(report.key),
+                "head": report.head,
+                "records": [record_json(r) for r in report.records],
+            }
+        case DiffReport():
+            return {
+                "thread": thread_json(report.key),
+                "from": report.start,
+                "to": report.stop,
+                "changes": [
+                    {"field": c.field, "kind": c.kind, "old": c.old, "new": c.new}
+                    for c in report.changes
+                ],
+                "messages": {"added": report.added, "removed": report.removed},
+                "records": [record_json(r) for r in report.records],
+            }
+        case VerifyThreadsReport():
+            return {
+                "ok": report.ok,
+                "verified": len(report.reports),
+                "with_problems": len(report.with_problems),
+                "threads": [_verify_json(r) for r in report.reports],
+            }
+        case CheckpointReport():
+            return {"thread": thread_json(report.key), "version": report.version}
+        case RecoverReport():
+            return {
+                "thread": thread_json(report.key),
+                "previous_head": report.previous_head,
+                "fence_version": report.fence_version,
+                "epoch": report.epoch,
+                "interrupted_now": report.interrupted_now,
+                "runs": [
+                    {
+                        "run_id": r.run_id or None,
+                        "status": r.status,
+                        "started_at": r.started_at,
+                        "ended_at": r.ended_at,
+                        "reason": r.reason,
+                        "tool_calls": [_call_json(c, r.run_id) for c in r.tool_calls],
+                    }
+                    for r in report.runs
+                ],
+                "uncertain_tool_calls": [
+                    _call_json(u.call, u.run_id) for u in report.uncertain
+                ],
+            }
+        case ImportReport():
+            return {
+                "thread": thread_json(report.key),
+                "version": report.version,
+                "epoch": report.epoch,
+                "source": report.source,
+                "slot_version": report.slot_version,
+                "messages": report.messages,
+                "notes": report.notes,
+            }
+
+
+def _findings(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [{"version": f.version, "message": f.message} for f in findings]
+
+
+def _verify_json(report: VerifyReport) -> dict[str, Any]:
+    return {
+        **thread_json(report.key),
+        "ok": report.ok,
+        "head": report.head,
+        "records": report.records,
+        "checkpoints": report.checkpoints,
+        "bytes": report.bytes,
+        "problems": _findings(report.problems),
+        "warnings": _findings(report.warnings),
+    }
+
+
+def _call_json(call: ToolCallEntry, run_id: str) -> dict[str, Any]:
+    return {
+        "call_id": call.call_id,
+        "name": call.name,
+        "input": call.input,
+        "run_id": run_id or None,
+        "requested_at": call.requested_at,
+        "outcome": call.outcome,
+    }
