@@ -145,3 +145,26 @@ async def test_erase_the_anonymous_user(journal: Journal):
     erased = await journal.erase(user_id=None)
     assert erased == [ThreadKey("a", "s1")]
     assert await journal.head(ThreadKey("a", "s1", "~")) == 3
+
+
+async def test_first_version_and_ls_count_what_retention_kept(tmp_path):
+    """After retention, ls counts the records kept, not the head."""
+    from journal.cli.commands.ls import summarize_thread
+
+    now = [1_000_000.0]
+    j = Journal.open(str(tmp_path / "j"), checkpoint_every=10)
+    j = Journal(j.store, checkpoint_every=10, clock=lambda: now[0])
+    key = ThreadKey("a", "s")
+    await fill(j, key, 35)
+    assert await j.first_version(key) == 1
+    now[0] += 8 * 24 * 3600
+    await fill(j, key, 5)
+    marker = await j.retain(key)
+    assert marker is not None
+    head = await j.head(key)
+    assert await j.first_version(key) == marker.first_retained > 1
+    summary = await summarize_thread(j, key)
+    assert summary.head == head
+    assert summary.records == head - marker.first_retained + 1
+    kept = [r async for r in j.records(key, marker.first_retained)]
+    assert summary.records == len(kept)

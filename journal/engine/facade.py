@@ -306,6 +306,18 @@ class Journal:
         """The thread's head version (0 for a thread with no records)."""
         return await self._log(key).head()
 
+    async def first_version(self, key: ThreadKey) -> int:
+        """The lowest version kept: 1, or where retention left the log to start.
+
+        With :meth:`head`, the thread holds ``head - first_version + 1`` records
+        (none when the head is 0).
+
+        Raises:
+            CorruptRecordError: The ``RETENTION`` marker does not decode.
+        """
+        marker = await self._log(key).read_retention()
+        return 1 if marker is None else marker.first_retained
+
     async def load(self, key: ThreadKey, at_version: int | None = None) -> AgentState:
         """Rebuild the thread's state, at the head or as of ``at_version``.
 

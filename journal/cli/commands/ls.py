@@ -23,18 +23,18 @@ async def summarize_thread(journal: Journal, key: ThreadKey) -> ThreadSummary:
 
     An error reading the thread is kept in the summary rather than raised.
     """
-    head = 0
+    head = count = 0
     try:
-        head = await journal.head(key)
+        head = count = await journal.head(key)
         last_activity = 0.0
         if head:
+            # Records are numbered with no gaps from the first one kept.
+            count = head - await journal.first_version(key) + 1
             async for record in journal.records(key, head, head + 1):
                 last_activity = record.committed_at
     except JournalError as exc:
-        return ThreadSummary(key, head, head, error=str(exc))
-    # Records are numbered 1..head with no gaps (until retention removes the
-    # oldest, which the public API does not tell apart), so head is the count.
-    return ThreadSummary(key, head, head, last_activity)
+        return ThreadSummary(key, head, count, error=str(exc))
+    return ThreadSummary(key, head, count, last_activity)
 
 
 async def list_threads(
