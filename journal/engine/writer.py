@@ -353,8 +353,16 @@ class ThreadWriter:
             events: One or more registered events.
             expected_version: If given, the head this append expects; a mismatch
                 raises ``VersionConflictError`` and writes nothing.
-            batch_id: Idempotency key. Retrying an append whose acknowledgement was
-                lost with the same ``batch_id`` and events succeeds without writing.
+            batch_id: Idempotency key (not empty). Retrying an append whose
+                acknowledgement was lost with the same ``batch_id`` and events
+                returns the record it committed, without writing, in this process
+                or another, while fewer than
+                :data:`~journal.engine.batches.IDEMPOTENCY_WINDOW` (256) records
+                were committed after it (this writer's fence included); after
+                that the batch id is forgotten and the append commits anew. When
+                retention removed the original record, the record returned has
+                its version, batch id, the given events and ``run_id`` only
+                (epoch 0, empty writer and hashes).
             run_id: The run the record belongs to.
 
         Returns:
@@ -365,8 +373,9 @@ class ThreadWriter:
                 in time; stop writing.
             VersionConflictError: ``expected_version`` is not the head, or the slot
                 was taken by a commit this writer cannot accept.
-            ValueError: ``batch_id`` was already used for different events, or no
-                events were given.
+            ValueError: ``batch_id`` was already used for different events (the
+                message names it and the version), is empty, or no events were
+                given.
         """
         batch = list(events)
         if not batch:

@@ -290,3 +290,30 @@ def test_window_forgets_and_keeps_newest():
     assert window.find("a") is None
     with pytest.raises(ValueError, match="does not fit"):
         BatchWindow.unpack(1, window.pack())
+
+
+async def test_verify_checks_the_window():
+    j = Journal.open(f"memory://idempotency-{uuid.uuid4().hex}", checkpoint_every=0)
+    key = new_key()
+    await commit_lost_ack(j, key, "B", before=5)
+    version = await j.checkpoint(key)
+    assert (await j.verify(key)).ok
+    log = ThreadLog(j.store, key)
+    body = codec.decode_checkpoint(await log.read_checkpoint(version))
+    assert len(body.batches) == ENTRY_SIZE * version
+
+    async def rewrite(batches: bytes) -> None:
+        await log.delete_checkpoint(version)
+        changed = msgspec.structs.replace(body, batches=batches)
+        await log.create_checkpoint(version, codec.encode_checkpoint(changed))
+
+    # A checkpoint written before the window existed carries none: still clean.
+    await rewrite(b"")
+    assert (await j.verify(key)).ok
+    flipped = bytearray(body.batches)
+    flipped[-1] ^= 1
+    await rewrite(bytes(flipped))
+    report = await j.verify(key)
+    assert [f.message for f in report.problems] == [
+        "checkpoint's batch window differs from the log's batch ids"
+    ]
