@@ -134,7 +134,12 @@ class Record(msgspec.Struct, frozen=True):
 
 
 class CheckpointBody(msgspec.Struct, array_like=True, frozen=True):
-    """A checkpoint: the non-message state, and message chunks by reference."""
+    """A checkpoint: the non-message state, and message chunks by reference.
+
+    ``batches`` (added later, hence last and optional) holds the idempotency window
+    of the records up to ``version``: see ``journal.engine.batches``. Checkpoints
+    written before it decode with it empty, and older readers ignore it.
+    """
 
     format: int
     version: int
@@ -143,6 +148,7 @@ class CheckpointBody(msgspec.Struct, array_like=True, frozen=True):
     state: bytes
     chunks: list[str]
     message_count: int
+    batches: bytes = b""
 
 
 @dataclass(slots=True)

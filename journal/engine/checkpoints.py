@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from journal import codec
 from journal.checkpoint import decode_chunk, pack_chunk
+from journal.engine.batches import ENTRY_SIZE
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -47,12 +48,14 @@ class Snapshot:
         record_hash: The hash of the record at ``version``.
         state: The encoded state without its context.
         messages: A private shallow copy of the context (the writer's moves on).
+        batches: The packed idempotency window ending at ``version``.
     """
 
     version: int
     record_hash: bytes
     state: bytes
     messages: list[ev.Msg]
+    batches: bytes = b""
 
 
 async def read_checkpoint(
@@ -68,6 +71,12 @@ async def read_checkpoint(
     body = codec.decode_checkpoint(await log.read_checkpoint(version))
     if body.version != version:
         raise ValueError(f"checkpoint file says version {body.version}")
+    entries, rest = divmod(len(body.batches), ENTRY_SIZE)
+    if rest or entries > version:
+        raise ValueError(
+            f"checkpoint's batch window of {len(body.batches)} bytes does not fit "
+            f"version {version}"
+        )
     state = decode_state(body.state)
     chunks = await log.read_blobs(body.chunks) if body.chunks else {}
     # Decoding allocates one object per message and block, and nothing of it can
@@ -158,6 +167,7 @@ async def store_checkpoint(
         snap.state,
         digests,
         len(snap.messages),
+        snap.batches,
     )
     await log.create_checkpoint(snap.version, codec.encode_checkpoint(body))
     await log.put_hint(snap.version)

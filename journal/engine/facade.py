@@ -225,7 +225,7 @@ class Journal:
             ValueError: The thread has no records.
         """
         log = self._log(key)
-        loaded = await rebuild(log, None)
+        loaded = await rebuild(log, None, window=True)
         for warning in loaded.warnings:
             logger.warning("%s", warning)
         if loaded.head == 0:
@@ -239,6 +239,7 @@ class Journal:
                     loaded.head_hash,
                     encode_state(state.without_context()),
                     state.context,
+                    loaded.window.pack() if loaded.window is not None else b"",
                 ),
                 ChunkEncoder(),
                 loaded.chunks,

@@ -9,12 +9,13 @@ back to the checkpoint it kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from journal import codec
+from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import ChainBrokenError
 from journal.errors import CorruptRecordError, ObjectNotFoundError
@@ -41,7 +42,8 @@ class Loaded:
         chunks: The chunks that checkpoint references (already stored).
         warnings: Checkpoints skipped, and why.
         head_epoch: The epoch of the record at ``head``.
-        batches: The batch ids of the records replayed (idempotent retries).
+        window: The idempotency window ending at ``head`` (the checkpoint's,
+            extended by the records replayed), when asked for.
     """
 
     state: AgentState
@@ -51,15 +53,20 @@ class Loaded:
     chunks: set[str]
     warnings: list[str]
     head_epoch: int = 0
-    batches: dict[str, codec.Record] = field(default_factory=dict)
+    window: BatchWindow | None = None
 
 
 class ForeignCheckpointError(Exception):
     """A checkpoint that does not belong to this log (it is skipped)."""
 
 
-async def rebuild(log: ThreadLog, at_version: int | None) -> Loaded:
+async def rebuild(
+    log: ThreadLog, at_version: int | None, *, window: bool = False
+) -> Loaded:
     """Rebuild the thread's state at the head, or as of ``at_version``.
+
+    ``window`` asks for the idempotency window too (writers and checkpoints need
+    it; it costs a digest of each replayed record's events).
 
     Raises:
         ValueError: ``at_version`` is negative, beyond the head, or before what
@@ -123,7 +130,9 @@ async def rebuild(log: ThreadLog, at_version: int | None) -> Loaded:
                 )
                 continue
         try:
-            return await _replay(log, projection, base, at_version, warnings)
+            return await _replay(
+                log, projection, base, at_version, warnings, window=window
+            )
         except ForeignCheckpointError as exc:
             warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
         except CorruptRecordError:
@@ -151,13 +160,20 @@ async def _replay(
     base: tuple[AgentState, codec.CheckpointBody] | None,
     at_version: int | None,
     warnings: list[str],
+    *,
+    window: bool,
 ) -> Loaded:
+    batches: BatchWindow | None = None
     if base is None:
         state = projection.initial(log.key)
         start, prev_hash, chunks = 0, codec.GENESIS_HASH, set[str]()
+        if window:
+            batches = BatchWindow()
     else:
         state, body = base
         start, prev_hash, chunks = body.version, body.record_hash, set(body.chunks)
+        if window:
+            batches = BatchWindow.unpack(start, body.batches)
     versions = await log.versions(start)
     if at_version is not None:
         versions = [v for v in versions if v <= at_version]
@@ -178,11 +194,13 @@ async def _replay(
             f"{start + len(versions)}"
         )
     apply = projection.apply
-    batches: dict[str, codec.Record] = {}
     try:
         async for parsed in batches_read:
             if parsed:
                 prev_hash = parsed[-1].hash
+            if batches is not None:
+                for p in parsed:
+                    batches.add(p.body.version, p.body.batch_id, p.content_digest())
             materialized = await log.materialize(parsed)
             with codec.gc_paused():
                 for record in materialized:
@@ -190,7 +208,6 @@ async def _replay(
                         state = apply(state, record, event)
                     state.version = record.version
                     head_epoch = record.epoch
-                    batches[record.batch_id] = record
     except ChainBrokenError as exc:
         if base is not None and exc.version == start + 1:
             raise ForeignCheckpointError(

@@ -2,12 +2,14 @@
 
 Reads everything and writes nothing: checksums, the hash chain and contiguity (through
 :meth:`ThreadLog.audit`), epoch monotonicity, blobs, unknown event types, every
-checkpoint against a fresh replay, the ``LAST_CHECKPOINT`` hint, the ``RETENTION``
+checkpoint (its state and its idempotency window) against a fresh replay, the
+``LAST_CHECKPOINT`` hint, the ``RETENTION``
 marker, and leftovers of interrupted writes.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +18,7 @@ import msgspec
 from journal import codec
 from journal import events as ev
 from journal.checkpoint import ChunkEncoder
+from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import ScanProblem, checked_blob
 from journal.errors import CorruptRecordError, ObjectNotFoundError, UnknownEventError
@@ -95,6 +98,8 @@ class _Verifier:
         self.retained_from: codec.CheckpointBody | None = None
         self.encoder = ChunkEncoder()
         self.checked_chunks: set[str] = set()
+        self.window = BatchWindow()
+        self.checkpoint_list: list[int] = []
 
     def problem(self, version: int | None, message: str) -> None:
         self.report.problems.append(Finding(version, message))
@@ -143,6 +148,7 @@ class _Verifier:
         self.checkpoints = {c for c in self.checkpoints if c >= start}
         try:
             self.state, self.retained_from = await read_checkpoint(self.log, start)
+            self.window = BatchWindow.unpack(start, self.retained_from.batches)
         except (
             ValueError,
             CorruptRecordError,
@@ -157,6 +163,7 @@ class _Verifier:
 
     async def _check_records(self, versions: list[int], start: int) -> None:
         expected = start
+        self.checkpoint_list = sorted(self.checkpoints)
         # The first record's predecessor is the genesis, or one that retention
         # removed: the chain is checked from the second record on.
         async for batch in self.log.audit(versions, after=start - 1, prev_hash=None):
@@ -183,6 +190,8 @@ class _Verifier:
         version = parsed.body.version
         self.report.records += 1
         self.report.bytes += parsed.size
+        if version > self.window.head:  # not the retained checkpoint's own record
+            self._extend_window(parsed)
         try:
             record = await self.log.materialize_one(parsed)
         except CorruptRecordError as exc:
@@ -205,6 +214,18 @@ class _Verifier:
         self._replay(record)
         if self.replay_ok and version in self.checkpoints:
             await self._check_checkpoint(parsed.hash)
+
+    def _extend_window(self, parsed: codec.ParsedRecord) -> None:
+        version = parsed.body.version
+        # Digesting the events costs a re-encoding: only for the records a
+        # checkpoint's window covers (every entry a comparison looks at is one).
+        at = bisect.bisect_left(self.checkpoint_list, version)
+        covered = (
+            at < len(self.checkpoint_list)
+            and self.checkpoint_list[at] - version < IDEMPOTENCY_WINDOW
+        )
+        digest = parsed.content_digest() if covered else bytes(DIGEST_SIZE)
+        self.window.add(version, parsed.body.batch_id, digest)
 
     def _check_epoch(self, record: codec.Record) -> None:
         if record.epoch < self.max_epoch:
@@ -256,6 +277,12 @@ class _Verifier:
             digest for digest, _ in self.encoder.chunk(state.context)
         ]:
             self.problem(version, "checkpoint differs from a fresh replay")
+        elif not self.window.pack().endswith(body.batches):
+            # A suffix: a checkpoint built on one older than the window field
+            # knows only the records after that one.
+            self.problem(
+                version, "checkpoint's batch window differs from the log's batch ids"
+            )
         await self._check_chunks(version, body.chunks)
 
     async def _check_chunks(self, version: int, digests: list[str]) -> None:

@@ -24,6 +24,7 @@ import msgspec
 from journal import codec
 from journal import events as ev
 from journal.checkpoint import ChunkEncoder
+from journal.engine.batches import DIGEST_SIZE, BatchWindow
 from journal.engine.checkpoints import Snapshot, put_chunks, store_checkpoint
 from journal.engine.diff import diff_states
 from journal.engine.lease import LeaseRecord, LeaseState
@@ -150,7 +151,7 @@ class ThreadWriter:
         self._chunker = ChunkEncoder()  # state updates, on the event loop
         # Background checkpoints chunk on the loop, a slice at a time.
         self._checkpoint_chunker = ChunkEncoder()
-        self._batches: dict[str, codec.Record] = {}
+        self._window = BatchWindow()
         # Steps a background checkpoint took, and how many the last append saw.
         self._checkpoint_steps = 0
         self._steps_seen = 0
@@ -193,7 +194,7 @@ class ThreadWriter:
             # Valid from when the lease was written, not from when waiting began.
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
-                loaded = await rebuild(self.log, None)
+                loaded = await rebuild(self.log, None, window=True)
                 if loaded.head_epoch < self.epoch:
                     break
                 # LEASE was lost or garbled and restarted below the log's epochs: the
@@ -223,8 +224,9 @@ class ThreadWriter:
             self._head_hash = loaded.head_hash
             self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
             # Lets a restarted process's retry of a commit that landed before its
-            # crash find it (within the records replayed since the checkpoint).
-            self._batches = loaded.batches
+            # crash find it, however far back the checkpoint replay started from.
+            if loaded.window is not None:
+                self._window = loaded.window
             self.base_version = self.version
             if create_only and self.version != 0:
                 raise VersionConflictError(
@@ -351,8 +353,16 @@ class ThreadWriter:
             events: One or more registered events.
             expected_version: If given, the head this append expects; a mismatch
                 raises ``VersionConflictError`` and writes nothing.
-            batch_id: Idempotency key. Retrying an append whose acknowledgement was
-                lost with the same ``batch_id`` and events succeeds without writing.
+            batch_id: Idempotency key (not empty). Retrying an append whose
+                acknowledgement was lost with the same ``batch_id`` and events
+                returns the record it committed, without writing, in this process
+                or another, while fewer than
+                :data:`~journal.engine.batches.IDEMPOTENCY_WINDOW` (256) records
+                were committed after it (this writer's fence included); after
+                that the batch id is forgotten and the append commits anew. When
+                retention removed the original record, the record returned has
+                its version, batch id, the given events and ``run_id`` only
+                (epoch 0, empty writer and hashes).
             run_id: The run the record belongs to.
 
         Returns:
@@ -363,8 +373,9 @@ class ThreadWriter:
                 in time; stop writing.
             VersionConflictError: ``expected_version`` is not the head, or the slot
                 was taken by a commit this writer cannot accept.
-            ValueError: ``batch_id`` was already used for different events, or no
-                events were given.
+            ValueError: ``batch_id`` was already used for different events (the
+                message names it and the version), is empty, or no events were
+                given.
         """
         batch = list(events)
         if not batch:
@@ -403,26 +414,14 @@ class ThreadWriter:
         local_events: list[object] | None = None,
     ) -> codec.Record:
         self._check_writable()
-        if batch_id is not None and batch_id in self._batches:
-            done = self._batches[batch_id]
-            probe = codec.encode_record(
-                version=0,
-                epoch=0,
-                writer="",
-                batch_id=batch_id,
-                run_id=run_id,
-                committed_at=0.0,
-                prev_hash=codec.GENESIS_HASH,
-                events=events,
-                blob_threshold=self.settings.blob_threshold,
-            )
-            parsed = await self.log.read_parsed(done.version)
-            if parsed.content_digest() != probe.content_digest:
-                raise ValueError(
-                    f"batch_id {batch_id!r} was already used for "
-                    f"different events at version {done.version}"
-                )
-            return done
+        if batch_id is not None:
+            if not batch_id:
+                # An empty id would be replaced by a generated one: the caller's
+                # retry would silently commit again.
+                raise ValueError("batch_id must not be empty (omit it or pass None)")
+            done = await self._retried(batch_id, events, run_id)
+            if done is not None:
+                return done
         if expected_version is not None and expected_version != self.version:
             raise VersionConflictError(self.label, expected_version, self.version)
         # 32 random hex digits, as uuid4().hex gives, at a sixth of its cost.
@@ -475,8 +474,52 @@ class ThreadWriter:
                 local_events if local_events is not None else events,
                 len(encoded.data),
             )
-            self._advance(record, encoded.hash)
+            self._advance(record, encoded.hash, encoded.content_digest)
             return record
+
+    async def _retried(
+        self, batch_id: str, events: list[object], run_id: str | None
+    ) -> codec.Record | None:
+        """The record a retry of ``batch_id`` already committed, if in the window.
+
+        Raises:
+            ValueError: That record holds different events.
+        """
+        found = self._window.find(batch_id)
+        if found is None:
+            return None
+        version, short_digest = found
+        probe = codec.encode_record(
+            version=0,
+            epoch=0,
+            writer="",
+            batch_id=batch_id,
+            run_id=run_id,
+            committed_at=0.0,
+            prev_hash=codec.GENESIS_HASH,
+            events=events,
+            blob_threshold=self.settings.blob_threshold,
+        )
+        try:
+            parsed = await self.log.read_parsed(version)
+        except ObjectNotFoundError:
+            parsed = None  # removed by retention: the window's digest must do
+        if parsed is not None:
+            if parsed.body.batch_id != batch_id:
+                return None  # another batch id with the same short key
+            same = parsed.content_digest() == probe.content_digest
+        else:
+            same = probe.content_digest[:DIGEST_SIZE] == short_digest
+        if not same:
+            raise ValueError(
+                f"batch_id {batch_id!r} was already used for "
+                f"different events at version {version}"
+            )
+        if parsed is not None:
+            return (await self.log.materialize([parsed]))[0]
+        # What is known of a removed record: its version, its batch and (equal to
+        # these, by the digest) its events.
+        return codec.Record(version, 0, "", batch_id, run_id, 0.0, "", "", events)
 
     async def _taken(
         self,
@@ -501,7 +544,7 @@ class ThreadWriter:
                 )
             record = (await self.log.materialize([parsed]))[0]
             self._uncertain.pop(version, None)
-            self._advance(record, parsed.hash)
+            self._advance(record, parsed.hash, parsed.content_digest())
             return record if body.batch_id == batch else None
         if body.epoch > self.epoch:
             raise self._fence(
@@ -520,12 +563,14 @@ class ThreadWriter:
                 self.label, version, "hash chain broken at a slot found taken"
             )
         record = (await self.log.materialize([parsed]))[0]
-        self._advance(record, parsed.hash)
+        self._advance(record, parsed.hash, parsed.content_digest())
         if expected_version is not None:
             raise VersionConflictError(self.label, expected_version, version)
         return None
 
-    def _advance(self, record: codec.Record, digest: bytes) -> None:
+    def _advance(
+        self, record: codec.Record, digest: bytes, content_digest: bytes
+    ) -> None:
         apply = AgentStateProjection(self.label).apply
         state = self.state
         for event in record.events:
@@ -534,9 +579,7 @@ class ThreadWriter:
         self.state = state
         self.version = record.version
         self._head_hash = digest
-        self._batches[record.batch_id] = record
-        if len(self._batches) > 1024:
-            self._batches.pop(next(iter(self._batches)))
+        self._window.add(record.version, record.batch_id, content_digest)
         if self.settings.policy.due(self.version, self._last_checkpoint, state.context):
             self._schedule_checkpoint()
 
@@ -561,6 +604,7 @@ class ThreadWriter:
             self._head_hash,
             encode_state(state.without_context()),
             list(state.context),
+            self._window.pack(),
         )
 
     async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
