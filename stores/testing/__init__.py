@@ -13,6 +13,11 @@ by subclassing it and overriding its fixture; nothing else is needed::
             return MyStore(tmp_path)
 
 The suites are async tests; run them with pytest-asyncio in ``asyncio_mode = "auto"``.
+
+``JournalContract`` combines one part per capability (``AppendContract``,
+``LeaseContract``, ``FencingContract``, ...), each exported by
+``stores.testing.journal_contract``: a backend with only some capabilities binds
+only those parts, the same way.
 """
 
 from __future__ import annotations
