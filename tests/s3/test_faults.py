@@ -272,13 +272,16 @@ async def test_writer_whose_renewals_are_throttled_stops_appending(setup: Setup)
     j = setup.journal()
     key = new_key()
     ttl = 1.0
-    start = time.monotonic()
     w = await j.acquire(key, holder="node-a", lease_ttl=ttl)
+    # The last LEASE write that landed was part of the acquire (which renews the
+    # lease before its fence when it was slow): the lease expires at most a TTL
+    # after the acquire returned.
+    start = time.monotonic()
     try:
         lease_path = to_key(j, key, "LEASE")
         proxy.inject(puts_to(lease_path, Fault(503, "SlowDown")))
-        # Past the whole TTL since before the acquire, a renewal having been
-        # tried and none having landed.
+        # Past the whole TTL since the acquire, a renewal having been tried and
+        # none having landed.
         deadline = time.monotonic() + 60
         while time.monotonic() < start + ttl or not sent(proxy, "PUT", lease_path):
             assert time.monotonic() < deadline, "no renewal was tried"
