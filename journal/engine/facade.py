@@ -384,6 +384,7 @@ class Journal:
 
         Checks checksums, the hash chain, contiguity from version 1, epoch
         monotonicity, blobs, unknown event types, every checkpoint against a fresh
-        replay, the ``LAST_CHECKPOINT`` hint, and leftovers of interrupted writes.
+        replay, the ``LAST_CHECKPOINT`` hint, the ``LEASE`` (damaged or implausible:
+        a warning), and leftovers of interrupted writes.
         """
-        return await verify_thread(self._log(key))
+        return await verify_thread(self._log(key), self.clock)

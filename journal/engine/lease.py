@@ -8,12 +8,23 @@ already taken (by the fence or by a record after it), it reads that slot, sees a
 epoch above its own, and raises ``FencedError``. A slot it won *before* the fence
 landed is a valid commit that the new writer reads and applies. Expiry only decides
 when a takeover may start; correctness never depends on clocks.
+
+A ``LEASE`` proves a live holder only if it can be believed: it carries a SHA-256 of
+its fields (``LEASE`` objects written before the checksum existed are read unchecked),
+and its ``expires_at`` may lie at most its recorded ``ttl`` plus
+:data:`MAX_CLOCK_SKEW` ahead of the reader's clock (:data:`LEGACY_MAX_TTL` stands in
+for the ttl of a lease that records none). A lease that fails either test is read as
+expired, so one damaged digit cannot lock a thread; the epoch it names, if readable,
+stays a floor, and the writer's fence outranks every epoch in the log in any case.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -30,28 +41,87 @@ if TYPE_CHECKING:
 
     from journal.store import ObjectStore
 
-__all__ = ["LeaseRecord", "LeaseState", "acquire_lease", "read_lease", "write_lease"]
+__all__ = [
+    "LEGACY_MAX_TTL",
+    "MAX_CLOCK_SKEW",
+    "LeaseRead",
+    "LeaseRecord",
+    "LeaseState",
+    "acquire_lease",
+    "decode_lease",
+    "encode_lease",
+    "inspect_lease",
+    "lease_checksum",
+    "read_lease",
+    "untrusted_expiry",
+    "write_lease",
+]
 
-_decoder = msgspec.json.Decoder()
+logger = logging.getLogger("journal")
+
+MAX_CLOCK_SKEW = 3600.0
+"""Seconds a writer's clock may run ahead of a reader's before its lease's expiry,
+further ahead than its ttl allows, is no longer believed."""
+
+LEGACY_MAX_TTL = 86400.0
+"""The longest ttl believed of a ``LEASE`` that records none (one day)."""
+
+_MAX_EPOCH = 2**53
+"""Epochs above this in a damaged lease are not kept as a floor (records hold u64)."""
 
 
 class LeaseRecord(msgspec.Struct, frozen=True):
     """The content of a thread's ``LEASE`` object (JSON, for operators).
 
     Attributes:
-        holder: The holder id of the writer.
+        holder: The holder id of the writer ("" for a lease that proves nothing).
         epoch: The fencing epoch; strictly increases with every acquisition.
         expires_at: Wall-clock seconds after which another holder may take over.
-        acquired_at: When this epoch was acquired.
+        acquired_at: When this epoch was acquired (renewals keep it).
+        ttl: The lease duration the holder renews it for; 0.0 when not recorded
+            (a ``LEASE`` written before the field existed).
     """
 
     holder: str
     epoch: int
     expires_at: float
     acquired_at: float
+    ttl: float = 0.0
 
 
-_lease_decoder = msgspec.json.Decoder(LeaseRecord)
+class _LeaseObject(msgspec.Struct, omit_defaults=True):
+    """``LEASE`` as stored: the record's fields and the checksum over them."""
+
+    holder: str
+    epoch: int
+    expires_at: float
+    acquired_at: float
+    ttl: float | None = None
+    sha256: str | None = None
+
+
+_object_decoder = msgspec.json.Decoder(_LeaseObject)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRead:
+    """What reading ``LEASE`` found.
+
+    Attributes:
+        record: The lease; None when the thread has none. For a damaged lease, a
+            placeholder that proves no holder: holder "", expired, and the epoch
+            the object still names when that is readable (a floor), else 0.
+        etag: The object's etag, for a compare-and-swap ("" when there is none).
+        damage: Why the object cannot be believed (unreadable, or its checksum
+            does not match); None when it can.
+        checked: Whether it carried a checksum that matched (False for a lease
+            written before the checksum existed, which is read unchecked).
+    """
+
+    record: LeaseRecord | None
+    etag: str
+    damage: str | None = None
+    checked: bool = False
 
 
 class LeaseState(msgspec.Struct):
@@ -69,24 +139,121 @@ class LeaseState(msgspec.Struct):
     taken_at: float = 0.0
 
 
-async def read_lease(store: ObjectStore, key: str) -> tuple[LeaseRecord | None, str]:
-    """Read ``LEASE``; ``(None, "")`` when the thread has none."""
+def lease_checksum(record: LeaseRecord) -> str:
+    """SHA-256 hex of the canonical encoding of a lease's fields.
+
+    The canonical encoding is the compact JSON array ``[holder, epoch, expires_at,
+    acquired_at, ttl]`` with the three times as floats in shortest round-trip form,
+    so the checksum depends on the values only, not on how the JSON is spaced.
+    """
+    canonical = msgspec.json.encode(
+        [
+            record.holder,
+            record.epoch,
+            float(record.expires_at),
+            float(record.acquired_at),
+            float(record.ttl),
+        ]
+    )
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def encode_lease(record: LeaseRecord) -> bytes:
+    """The ``LEASE`` bytes of ``record``, with its ttl and checksum."""
+    return msgspec.json.encode(
+        _LeaseObject(
+            record.holder,
+            record.epoch,
+            record.expires_at,
+            record.acquired_at,
+            record.ttl,
+            lease_checksum(record),
+        )
+    )
+
+
+def _epoch_floor(data: bytes) -> int:
+    """The epoch a damaged ``LEASE`` still names, if any: a floor for the next."""
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return 0
+    epoch = raw.get("epoch") if isinstance(raw, dict) else None
+    if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0:
+        return epoch if epoch <= _MAX_EPOCH else 0
+    return 0
+
+
+def decode_lease(data: bytes) -> tuple[LeaseRecord, str | None, bool]:
+    """Decode ``LEASE`` bytes: ``(record, damage, checked)``, see :class:`LeaseRead`."""
+    try:
+        obj = _object_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        return _placeholder(_epoch_floor(data)), f"unreadable ({exc})", False
+    record = LeaseRecord(
+        obj.holder, obj.epoch, obj.expires_at, obj.acquired_at, obj.ttl or 0.0
+    )
+    if obj.sha256 is None:
+        return record, None, False
+    if obj.sha256 != lease_checksum(record):
+        return (
+            _placeholder(obj.epoch if 0 <= obj.epoch <= _MAX_EPOCH else 0),
+            "checksum mismatch: its sha256 does not match its fields (holder "
+            f"{obj.holder!r}, epoch {obj.epoch}, expires_at {obj.expires_at!r})",
+            False,
+        )
+    return record, None, True
+
+
+def _placeholder(epoch: int) -> LeaseRecord:
+    return LeaseRecord("", epoch, 0.0, 0.0)
+
+
+def untrusted_expiry(record: LeaseRecord, now: float) -> str | None:
+    """Why ``record.expires_at`` cannot be believed at ``now``; None if it can.
+
+    A holder writes ``expires_at = its clock + ttl``, so a lease ahead of the reader
+    by more than its ttl plus :data:`MAX_CLOCK_SKEW` was not written that way (a
+    damaged digit in a lease without a checksum, or a clock far off): it is treated
+    as expired, instead of locking the thread until then.
+    """
+    ttl = record.ttl if record.ttl > 0 else LEGACY_MAX_TTL
+    ahead = record.expires_at - now
+    if ahead > ttl + MAX_CLOCK_SKEW:
+        what = "its ttl" if record.ttl > 0 else "the longest legacy ttl believed"
+        return (
+            f"expires_at {record.expires_at!r} is {ahead:.0f} s ahead of now, more "
+            f"than {what} ({ttl:g} s) plus {MAX_CLOCK_SKEW:g} s of clock skew"
+        )
+    return None
+
+
+async def inspect_lease(store: ObjectStore, key: str) -> LeaseRead:
+    """Read ``LEASE`` and say whether it can be believed (see :class:`LeaseRead`)."""
     try:
         data, etag = await store.read(key)
     except ObjectNotFoundError:
-        return None, ""
-    try:
-        return _lease_decoder.decode(data), etag
-    except msgspec.DecodeError:
-        # An unreadable lease cannot prove a live holder; it is replaced by CAS.
-        return LeaseRecord("", 0, 0.0, 0.0), etag
+        return LeaseRead(None, "")
+    record, damage, checked = decode_lease(data)
+    return LeaseRead(record, etag, damage, checked)
+
+
+async def read_lease(store: ObjectStore, key: str) -> tuple[LeaseRecord | None, str]:
+    """Read ``LEASE``; ``(None, "")`` when the thread has none.
+
+    A damaged lease (unreadable, or its checksum fails) cannot prove a live holder:
+    it reads as an expired lease of holder "" at the epoch it still names (or 0),
+    and is replaced by CAS.
+    """
+    found = await inspect_lease(store, key)
+    return found.record, found.etag
 
 
 async def write_lease(
     store: ObjectStore, key: str, record: LeaseRecord, etag: str | None
 ) -> str:
     """CAS the lease: create when ``etag`` is None, else replace if it still matches."""
-    data = msgspec.json.encode(record)
+    data = encode_lease(record)
     if etag is None:
         return await store.create(key, data)
     return await store.replace(key, data, if_match=etag)
@@ -121,10 +288,16 @@ async def acquire_lease(
     deadline = time.monotonic() + wait
     delay = 0.01
     while True:
-        current, etag = await read_lease(store, key)
+        found = await inspect_lease(store, key)
+        current, etag = found.record, found.etag
         taken_at = time.monotonic()
         now = clock()
-        if (
+        doubt = found.damage
+        if doubt is None and current is not None:
+            doubt = untrusted_expiry(current, now)
+        if doubt is not None:
+            logger.warning("%s: LEASE proves no live holder: %s", label, doubt)
+        elif (
             current is not None
             and current.holder != holder
             and current.expires_at > now
@@ -138,7 +311,7 @@ async def acquire_lease(
             delay = min(delay * 2, 0.5)
             continue
         epoch = (current.epoch if current is not None else 0) + 1
-        record = LeaseRecord(holder, epoch, now + ttl, now)
+        record = LeaseRecord(holder, epoch, now + ttl, now, ttl)
         try:
             new_etag = await write_lease(
                 store, key, record, etag if current is not None else None

@@ -21,9 +21,11 @@ from journal import codec, compression
 from journal import events as ev
 from journal.checkpoint import decode_chunk
 from journal.engine.lease import (
+    LeaseRead,
     LeaseRecord,
     LeaseState,
     acquire_lease,
+    inspect_lease,
     read_lease,
     write_lease,
 )
@@ -496,8 +498,16 @@ class ThreadLog:
     # --- lease ------------------------------------------------------------------
 
     async def read_lease(self) -> tuple[LeaseRecord | None, str]:
-        """The ``LEASE`` record and its etag; ``(None, "")`` when there is none."""
+        """The ``LEASE`` record and its etag; ``(None, "")`` when there is none.
+
+        A damaged ``LEASE`` reads as an expired lease of holder "" that keeps the
+        epoch it still names (see :func:`journal.engine.lease.read_lease`).
+        """
         return await read_lease(self.store, self.lease_key)
+
+    async def inspect_lease(self) -> LeaseRead:
+        """``LEASE`` with what was wrong with it, if anything (for ``verify``)."""
+        return await inspect_lease(self.store, self.lease_key)
 
     async def write_lease(self, record: LeaseRecord, etag: str | None) -> str:
         """Compare-and-swap ``LEASE`` to ``record``; return the new etag.

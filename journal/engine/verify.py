@@ -3,13 +3,14 @@
 Reads everything and writes nothing: checksums, the hash chain and contiguity (through
 :meth:`ThreadLog.audit`), epoch monotonicity, blobs, unknown event types, every
 checkpoint (its state and its idempotency window) against a fresh replay, the
-``LAST_CHECKPOINT`` hint, the ``RETENTION``
-marker, and leftovers of interrupted writes.
+``LAST_CHECKPOINT`` hint, the ``RETENTION`` marker, the ``LEASE``, and leftovers of
+interrupted writes.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,11 +21,14 @@ from journal import events as ev
 from journal.checkpoint import ChunkEncoder
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
 from journal.engine.checkpoints import read_checkpoint
+from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expiry
 from journal.engine.log import ScanProblem, checked_blob
 from journal.errors import CorruptRecordError, ObjectNotFoundError, UnknownEventError
 from projections.agent_state import AgentStateProjection, encode_state
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from journal.engine.log import ThreadLog
     from journal.keys import ThreadKey
     from projections.agent_state import AgentState
@@ -58,7 +62,8 @@ class VerifyReport:
         ok: False when any problem was found.
         problems: Findings that mean data is missing, corrupt or inconsistent.
         warnings: Harmless findings (leftover temporary files, optional unknown
-            events, a lagging hint).
+            events, a lagging hint, a damaged or implausible ``LEASE``: the next
+            writer replaces it, above every epoch in the log).
         head: The highest contiguous version read.
         records: How many records were read.
         checkpoints: How many checkpoints were compared with a fresh replay.
@@ -79,16 +84,24 @@ class VerifyReport:
         return not self.problems
 
 
-async def verify_thread(log: ThreadLog) -> VerifyReport:
-    """Check a thread's integrity without writing anything."""
-    return await _Verifier(log).run()
+async def verify_thread(
+    log: ThreadLog, clock: Callable[[], float] = time.time
+) -> VerifyReport:
+    """Check a thread's integrity without writing anything.
+
+    Args:
+        log: The thread.
+        clock: Wall clock (seconds), to judge the ``LEASE`` expiry by.
+    """
+    return await _Verifier(log, clock).run()
 
 
 class _Verifier:
     """The state of one verify run; each ``_check_*`` method is one check."""
 
-    def __init__(self, log: ThreadLog) -> None:
+    def __init__(self, log: ThreadLog, clock: Callable[[], float]) -> None:
         self.log = log
+        self.clock = clock
         self.report = VerifyReport(log.key)
         self.projection = AgentStateProjection(log.label)
         self.state: AgentState = self.projection.initial(log.key)
@@ -118,6 +131,7 @@ class _Verifier:
         await self._check_records(versions, start)
         self._check_orphan_checkpoints(present)
         await self._check_hint()
+        await self._check_lease()
         return self.report
 
     async def _check_leftovers(self) -> None:
@@ -307,3 +321,45 @@ class _Verifier:
         hint = await self.log.read_hint()
         if hint and hint not in self.checkpoints:
             self.warning(hint, "LAST_CHECKPOINT points at a missing checkpoint")
+
+    async def _check_lease(self) -> None:
+        """A damaged or implausible ``LEASE``: warnings, since it is survivable.
+
+        Such a lease proves no live holder (the next writer takes over at once and
+        fences above every epoch in the log), so no record is at risk; the warning
+        says what was wrong, for the operator.
+        """
+        found = await self.log.inspect_lease()
+        lease = found.record
+        if lease is None:
+            return
+        if found.damage is not None:
+            self.warning(
+                None,
+                f"LEASE is damaged, {found.damage}: it proves no live holder; the "
+                "next writer replaces it at an epoch above every epoch in the log",
+            )
+            return
+        now = self.clock()
+        doubt = untrusted_expiry(lease, now)
+        if doubt is not None:
+            self.warning(
+                None,
+                f"LEASE of {lease.holder!r} at epoch {lease.epoch} is not believed: "
+                f"{doubt}; another holder may take over",
+            )
+        elif lease.expires_at - now > LEGACY_MAX_TTL + MAX_CLOCK_SKEW:
+            days = (lease.expires_at - now) / 86400
+            self.warning(
+                None,
+                f"LEASE of {lease.holder!r} at epoch {lease.epoch} expires in "
+                f"{days:.1f} days (ttl {lease.ttl:g} s): no other holder can take "
+                "over until then",
+            )
+        if lease.epoch < self.max_epoch:
+            self.warning(
+                None,
+                f"LEASE epoch {lease.epoch} is below epoch {self.max_epoch} in the "
+                "log (LEASE was lost or rewritten); the next writer still fences "
+                "above the log",
+            )

@@ -168,7 +168,11 @@ class ThreadWriter:
     async def _acquire(self) -> None:
         """Take the lease, rebuild the state and commit the fence record.
 
-        Called once, by :class:`WriterContext`.
+        Called once, by :class:`WriterContext`. If taking the lease and rebuilding
+        took half the TTL or more, the lease is renewed on the same epoch before the
+        fence is committed (nothing is written at that epoch yet, so this is safe);
+        if another holder took it meanwhile, acquiring starts over, which waits for
+        that holder or raises ``LeaseHeldError``.
 
         Raises:
             LeaseHeldError: Another holder's lease is live.
@@ -195,21 +199,24 @@ class ThreadWriter:
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
                 loaded = await rebuild(self.log, None, window=True)
-                if loaded.head_epoch < self.epoch:
+                if loaded.head_epoch >= self.epoch:
+                    # LEASE was lost or damaged and restarted below the log's
+                    # epochs: the fence must outrank every epoch already committed.
+                    now = self.settings.clock()
+                    epoch = loaded.head_epoch + 1
+                    bumped = LeaseRecord(
+                        self.holder, epoch, now + self.ttl, now, self.ttl
+                    )
+                    try:
+                        etag = await self.log.write_lease(bumped, self._lease.etag)
+                    except (PreconditionFailedError, ObjectNotFoundError):
+                        continue  # another writer moved the lease meanwhile: start over
+                    self._lease = LeaseState(bumped, etag, self._lease.taken_at)
+                    self.epoch = bumped.epoch
+                if await self._keep_for_fence(self._lease):
                     break
-                # LEASE was lost or garbled and restarted below the log's epochs: the
-                # fence must outrank every epoch already committed.
-                now = self.settings.clock()
-                bumped = LeaseRecord(
-                    self.holder, loaded.head_epoch + 1, now + self.ttl, now
-                )
-                try:
-                    etag = await self.log.write_lease(bumped, self._lease.etag)
-                except (PreconditionFailedError, ObjectNotFoundError):
-                    continue  # another writer moved the lease meanwhile: start over
-                self._lease = LeaseState(bumped, etag, self._lease.taken_at)
-                self.epoch = bumped.epoch
-                break
+                # Another holder took the lease while we rebuilt (it had expired):
+                # look again, which waits for it or raises LeaseHeldError.
             except BaseException:
                 await self._release()
                 raise
@@ -261,7 +268,10 @@ class ThreadWriter:
         )
 
     async def _renew_loop(self) -> None:
-        interval = self.ttl / 2
+        # Half a TTL after the lease was last written, not after the fence landed.
+        lease = self._lease
+        taken_at = lease.taken_at if lease is not None else time.monotonic()
+        interval = max(0.0, taken_at + self.ttl / 2 - time.monotonic())
         while not self._closed and self._fenced is None:
             await asyncio.sleep(interval)
             try:
@@ -283,9 +293,22 @@ class ThreadWriter:
         lease = self._lease
         if lease is None or self._closed:
             return
+        lost, epoch = await self._extend_lease(lease)
+        if lost:
+            raise self._fence(epoch, "lease was taken")
+
+    async def _extend_lease(self, lease: LeaseState) -> tuple[bool, int | None]:
+        """CAS the lease to a fresh expiry at our epoch.
+
+        Returns:
+            ``(False, None)`` when extended; ``(True, epoch)`` when another holder
+            has the lease (``epoch`` is what ``LEASE`` holds now, None if gone).
+        """
         started = time.monotonic()
         now = self.settings.clock()
-        record = msgspec.structs.replace(lease.record, expires_at=now + self.ttl)
+        record = msgspec.structs.replace(
+            lease.record, expires_at=now + self.ttl, ttl=self.ttl
+        )
         try:
             etag = await self.log.write_lease(record, lease.etag)
         except (PreconditionFailedError, ObjectNotFoundError):
@@ -295,11 +318,24 @@ class ThreadWriter:
                 or current.epoch != self.epoch
                 or (current.holder != self.holder)
             ):
-                self._fence(current.epoch if current else None, "lease was taken")
-                raise self._fenced from None  # type: ignore[misc]
+                return True, current.epoch if current else None
+            # Still ours: our own earlier write landed and its reply was lost.
             etag = await self.log.write_lease(record, etag)
         self._lease = LeaseState(record, etag, started)
         self._valid_until = started + self.ttl * 0.9
+        return False, None
+
+    async def _keep_for_fence(self, lease: LeaseState) -> bool:
+        """Renew before the fence if acquiring took half the TTL or more.
+
+        Nothing is written at our epoch yet, so extending the lease on the same
+        epoch is safe: the CAS fails if anyone moved ``LEASE`` since we wrote it,
+        and then the lease is theirs (False).
+        """
+        if time.monotonic() - lease.taken_at < self.ttl / 2:
+            return True
+        lost, _ = await self._extend_lease(lease)
+        return not lost
 
     def _fence(self, epoch: int | None, detail: str) -> FencedError:
         if self._fenced is None:
