@@ -218,6 +218,10 @@ def decode_chunk(data: bytes) -> list[Msg]:
     """Decode one chunk's messages.
 
     Raises:
-        msgspec.DecodeError: The bytes are not a chunk.
+        msgspec.DecodeError: The bytes are not a chunk, or nest too deeply to
+            decode (which only data written without the append checks can).
     """
-    return _chunk_decoder.decode(data)
+    try:
+        return _chunk_decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("chunk is nested too deeply to decode") from None

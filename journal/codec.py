@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import re
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ import msgspec
 
 from journal import compression
 from journal import events as ev
-from journal.errors import CorruptRecordError
+from journal.errors import CorruptRecordError, InvalidEventError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BLOB_THRESHOLD",
     "GENESIS_HASH",
+    "MAX_ID_LENGTH",
+    "MAX_NESTING",
     "CheckpointBody",
     "EncodedRecord",
     "Envelope",
@@ -54,6 +57,24 @@ GENESIS_HASH = bytes(32)
 
 BLOB_THRESHOLD = 64 * 1024
 """Encoded events larger than this are stored once as ``blobs/<sha256>``."""
+
+MAX_NESTING = 64
+"""How deep an event's values may nest, the event itself being level 1.
+
+Every list, tuple, dict or struct inside an event adds a level; an append deeper than
+this is refused. Decoders (msgspec's and ours) recurse, and Python's recursion limit
+(1000 frames, shared with the caller's stack) would otherwise make a deep enough
+record unreadable; 64 leaves tool inputs and metadata room while keeping every read
+far from that limit.
+"""
+
+MAX_ID_LENGTH = 256
+"""The longest ``batch_id`` and ``run_id`` an append takes, in characters."""
+
+_TOO_DEEP = (
+    f"a value is nested too deeply to decode (appends refuse more than {MAX_NESTING} "
+    "levels; this was written without that check)"
+)
 
 _HEADER = struct.Struct(">4sI")
 _CRC = struct.Struct(">I")
@@ -159,6 +180,8 @@ class EncodedRecord:
     hash: bytes
     content_digest: bytes
     blobs: dict[str, bytes] = field(default_factory=dict)
+    events: list[object] | None = None
+    """The events as readers will decode them (None when not validated)."""
 
 
 @dataclass(slots=True)
@@ -378,8 +401,17 @@ def _unframe(
     return raw[_HEADER.size : end], raw[end : end + trailer_len]
 
 
-def _envelope(event: object, threshold: int, blobs: dict[str, bytes]) -> Envelope:
+def _envelope(
+    event: object,
+    threshold: int,
+    blobs: dict[str, bytes],
+    index: int,
+    decoded: list[object] | None,
+) -> Envelope:
+    """Encode one event; with ``decoded``, check it as a reader, collecting its view."""
     if isinstance(event, ev.UnknownEvent):
+        if decoded is not None:
+            decoded.append(_check_unknown(event, index))
         # Re-emitting an unknown event keeps its bytes exactly as the writer made them.
         return Envelope(
             event.type, event.schema, event.required, msgspec.Raw(event.data)
@@ -390,12 +422,267 @@ def _envelope(event: object, threshold: int, blobs: dict[str, bytes]) -> Envelop
             f"{type(event).__qualname__} is not a registered event type; "
             "call journal.register_event on it first"
         )
-    data = _encoder.encode(event)
+    if decoded is None:
+        data = _encoder.encode(event)
+    else:
+        try:
+            data = _encoder.encode(event)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise _unencodable(event, info.name, index, exc) from None
+        decoded.append(_check_decodes(info, data, event, index))
     if len(data) > threshold:
         digest = hashlib.sha256(data).hexdigest()
         blobs[digest] = data
         return Envelope(info.name, info.schema, info.required, _NIL, digest)
     return Envelope(info.name, info.schema, info.required, msgspec.Raw(data))
+
+
+# --- checking an event as a reader will see it ------------------------------------
+
+_LEAVES = frozenset({str, int, bool, type(None), bytes})
+
+# Every bytes value that may start a MessagePack map or array (fixmap, fixarray,
+# array16/32, map16/32). An event's nesting cannot exceed how many of them its bytes
+# hold, so counting them (at C speed) clears almost every event without a walk.
+_NOT_CONTAINER = bytes(
+    b for b in range(256) if not (0x80 <= b <= 0x9F or 0xDC <= b <= 0xDF)
+)
+# A float64 whose exponent is all ones: NaN or an infinity (msgspec writes every
+# float as a float64). Infinities are fine; the walk tells them apart.
+_NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
+
+
+def _may_need_inspection(data: bytes) -> bool:
+    """Whether an event's bytes might nest too deeply or hold a NaN (cheap)."""
+    return (
+        len(data.translate(None, _NOT_CONTAINER)) > MAX_NESTING
+        or _NON_FINITE.search(data) is not None
+    )
+
+
+def _children(obj: object) -> list[tuple[str, object]] | None:
+    """The contained values of a container, with their path segments (else None)."""
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [(f"[{i}]", v) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        out: list[tuple[str, object]] = []
+        for k, v in obj.items():
+            out.append((f"[{k!r}] (a key)", k))
+            out.append((f"[{k!r}]", v))
+        return out
+    fields = getattr(type(obj), "__struct_fields__", None)
+    if fields is None:
+        return None
+    return [(f".{name}", getattr(obj, name)) for name in fields]
+
+
+def _needs_inspection(root: object) -> bool:
+    """Whether a decoded event nests too deeply or holds a NaN (fast, no paths)."""
+    stack: list[tuple[object, int]] = [(root, 1)]
+    pop, push, leaves = stack.pop, stack.append, _LEAVES
+    while stack:
+        obj, depth = pop()
+        t = type(obj)
+        if t is list or t is tuple:
+            items: Iterable[object] = obj  # type: ignore[assignment]
+        elif t is dict:
+            mapping: dict[object, object] = obj  # type: ignore[assignment]
+            items = (*mapping, *mapping.values())
+        else:
+            fields = getattr(t, "__struct_fields__", None)
+            if fields is None:
+                continue  # a scalar the decoder produced (datetime, Ext, ...)
+            items = [getattr(obj, f) for f in fields]
+        if depth > MAX_NESTING:
+            return True
+        for item in items:
+            it = type(item)
+            if it in leaves:
+                continue
+            if it is float:
+                if item != item:
+                    return True
+                continue
+            push((item, depth + 1))
+    return False
+
+
+def _inspect(root: object, type_name: str, index: int) -> InvalidEventError | None:
+    """The first too-deep container or NaN in ``root``, with its path (slow)."""
+    # Each entry: the value, its level, its path, and the path up to the last struct
+    # field on the way (a too-deep value is named by the field holding it).
+    stack: list[tuple[object, int, str, str]] = [(root, 1, "", "")]
+    while stack:
+        obj, depth, path, field_path = stack.pop()
+        if isinstance(obj, float) and obj != obj:
+            return InvalidEventError(
+                index,
+                type_name,
+                f"events[{index}]{path}",
+                "NaN is not allowed (it is not equal to itself, so a state holding "
+                "it never equals its own copy)",
+                "float",
+            )
+        children = _children(obj)
+        if children is None:
+            continue
+        if depth > MAX_NESTING:
+            return InvalidEventError(
+                index,
+                type_name,
+                f"events[{index}]{field_path}",
+                f"nested deeper than {MAX_NESTING} levels",
+                type(obj).__name__,
+            )
+        is_struct = hasattr(type(obj), "__struct_fields__")
+        for segment, child in reversed(children):
+            child_path = path + segment
+            stack.append(
+                (child, depth + 1, child_path, child_path if is_struct else field_path)
+            )
+    return None
+
+
+def _check_decodes(info: EventType, data: bytes, event: object, index: int) -> object:
+    """Decode ``data`` as readers will; return what they will see, or raise."""
+    try:
+        decoded = info.decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _not_decodable(event, info.name, index, exc) from None
+    except RecursionError:
+        problem = _inspect(event, info.name, index)
+        raise problem or InvalidEventError(
+            index, info.name, f"events[{index}]", "nested too deeply to decode"
+        ) from None
+    if _may_need_inspection(data) and _needs_inspection(decoded):
+        problem = _inspect(decoded, info.name, index)
+        if problem is not None:
+            raise problem
+    return decoded
+
+
+def _not_decodable(
+    event: object, type_name: str, index: int, exc: msgspec.ValidationError
+) -> InvalidEventError:
+    """Name a reader's validation error by the field it points at."""
+    text = str(exc)
+    detail, _, where = text.rpartition(" - at `")
+    if not detail:
+        return InvalidEventError(index, type_name, f"events[{index}]", text)
+    where = where.rstrip("`").removeprefix("$")
+    return InvalidEventError(
+        index,
+        type_name,
+        f"events[{index}]{where}",
+        detail[:1].lower() + detail[1:],
+        _type_at(event, where),
+    )
+
+
+def _type_at(obj: object, where: str) -> str | None:
+    """The type name of the value at a msgspec path like ``.message.content[1]``."""
+    rest = where
+    while rest:
+        if rest.startswith("."):
+            name, rest = _split_segment(rest[1:])
+            if not hasattr(type(obj), "__struct_fields__"):
+                return None
+            obj = getattr(obj, name, None)
+        elif rest.startswith("["):
+            key, _, rest = rest[1:].partition("]")
+            if not key.isdigit() or not isinstance(obj, list | tuple):
+                return None
+            position = int(key)
+            if position >= len(obj):
+                return None
+            obj = obj[position]
+        else:
+            return None
+    return type(obj).__name__
+
+
+def _split_segment(text: str) -> tuple[str, str]:
+    for i, ch in enumerate(text):
+        if ch in ".[":
+            return text[:i], text[i:]
+    return text, ""
+
+
+def _unencodable(
+    event: object, type_name: str, index: int, exc: BaseException
+) -> InvalidEventError:
+    """Find the value that would not encode, descending while a child fails too."""
+    if isinstance(exc, RecursionError):
+        return _inspect(event, type_name, index) or InvalidEventError(
+            index, type_name, f"events[{index}]", "nested too deeply to encode"
+        )
+    obj, path, error = event, "", exc
+    for _ in range(MAX_NESTING + 1):
+        for segment, child in _children(obj) or ():
+            try:
+                _encoder.encode(child)
+            except (TypeError, ValueError, OverflowError) as child_exc:
+                obj, path, error = child, path + segment, child_exc
+                break
+        else:
+            break
+    return InvalidEventError(
+        index,
+        type_name,
+        f"events[{index}]{path}",
+        f"cannot be encoded: {error}",
+        type(obj).__name__,
+    )
+
+
+def _check_unknown(event: ev.UnknownEvent, index: int) -> object:
+    """Check an UnknownEvent's envelope fields and bytes as a reader will read them."""
+    name = event.type if isinstance(event.type, str) else "UnknownEvent"
+    for field_name, value, kind in (
+        ("type", event.type, str),
+        ("schema", event.schema, int),
+        ("required", event.required, bool),
+        ("data", event.data, bytes),
+    ):
+        if type(value) is not kind and not (kind is int and type(value) is bool):
+            raise InvalidEventError(
+                index,
+                name,
+                f"events[{index}].{field_name}",
+                f"expected {kind.__name__}",
+                type(value).__name__,
+            )
+    if not event.type:
+        raise InvalidEventError(index, name, f"events[{index}].type", "is empty", "str")
+    if not 1 <= event.schema < 2**31:
+        raise InvalidEventError(
+            index, name, f"events[{index}].schema", f"{event.schema} is not >= 1", "int"
+        )
+    info = _BY_NAME.get(event.type)
+    if info is not None and info.schema == event.schema:
+        # A reader knows this type: it decodes the bytes as that type.
+        return _check_decodes(info, event.data, event, index)
+    try:
+        value = msgspec.msgpack.decode(event.data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise InvalidEventError(
+            index,
+            name,
+            f"events[{index}].data",
+            f"is not one MessagePack value: {exc}",
+            "bytes",
+        ) from None
+    if _needs_inspection(value):
+        problem = _inspect(value, name, index)
+        if problem is not None:
+            raise InvalidEventError(
+                index,
+                name,
+                problem.path.replace(f"events[{index}]", f"events[{index}].data", 1),
+                problem.detail,
+                problem.value_type,
+            )
+    return event
 
 
 def encode_record(
@@ -410,6 +697,7 @@ def encode_record(
     events: Iterable[object],
     blob_threshold: int = BLOB_THRESHOLD,
     compress: Callable[[bytes], bytes] | None = None,
+    validate: bool = True,
 ) -> EncodedRecord:
     """Encode one record (pure).
 
@@ -417,11 +705,24 @@ def encode_record(
     blobs are compressed by whoever stores them); the record's hash is the
     uncompressed body's either way.
 
+    With ``validate`` (the default) each event's bytes are decoded back with the
+    decoder readers use, so a record is only ever produced if every reader will
+    accept it; ``EncodedRecord.events`` is then what they will see. Besides the
+    event types' own field types, readers need: values nested at most
+    :data:`MAX_NESTING` levels, no NaN, integers within 64 bits, and (for an
+    ``UnknownEvent``) bytes that are one MessagePack value. There is no limit on an
+    event's size: one larger than ``blob_threshold`` is stored as a blob.
+    ``validate=False`` exists to write what an older writer could have written.
+
     Raises:
         TypeError: An event's type is not registered.
+        InvalidEventError: An event readers would refuse (a ``ValueError``).
     """
     blobs: dict[str, bytes] = {}
-    envelopes = _encoder.encode([_envelope(e, blob_threshold, blobs) for e in events])
+    decoded: list[object] | None = [] if validate else None
+    envelopes = _encoder.encode(
+        [_envelope(e, blob_threshold, blobs, i, decoded) for i, e in enumerate(events)]
+    )
     body = _encoder.encode(
         _RecordBodyOut(
             FORMAT_VERSION,
@@ -440,7 +741,9 @@ def encode_record(
         framed = _frame(RECORD_ZMAGIC, compress(body), digest)
     else:
         framed = _frame(RECORD_MAGIC, body, digest)
-    return EncodedRecord(framed, digest, hashlib.sha256(envelopes).digest(), blobs)
+    return EncodedRecord(
+        framed, digest, hashlib.sha256(envelopes).digest(), blobs, decoded
+    )
 
 
 def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
@@ -463,6 +766,8 @@ def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
         body = _body_decoder.decode(body_bytes)
     except (ValueError, msgspec.DecodeError) as exc:
         raise CorruptRecordError(label, version, str(exc)) from None
+    except RecursionError:
+        raise CorruptRecordError(label, version, _TOO_DEEP) from None
     if body.format != FORMAT_VERSION:
         raise CorruptRecordError(label, version, f"unknown format {body.format}")
     if body.version != version:
@@ -482,8 +787,16 @@ def decode_event(envelope: Envelope, data: bytes | None = None) -> object:
         data: The event bytes when they were stored as a blob.
 
     Raises:
-        ValueError: The bytes do not decode as the registered type.
+        ValueError: The bytes do not decode as the registered type, or nest too
+            deeply to decode.
     """
+    try:
+        return _decode_event(envelope, data)
+    except RecursionError:
+        raise ValueError(f"event {envelope.type}: {_TOO_DEEP}") from None
+
+
+def _decode_event(envelope: Envelope, data: bytes | None) -> object:
     raw = bytes(envelope.data) if data is None else data
     info = _BY_NAME.get(envelope.type)
     if info is None:
@@ -572,6 +885,8 @@ def decode_checkpoint(raw: bytes) -> CheckpointBody:
         body = _checkpoint_decoder.decode(body_bytes)
     except msgspec.DecodeError as exc:
         raise ValueError(f"checkpoint does not decode: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"checkpoint does not decode: {_TOO_DEEP}") from None
     if body.format != FORMAT_VERSION:
         raise ValueError(f"checkpoint has unknown format {body.format}")
     return body

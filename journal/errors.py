@@ -20,6 +20,7 @@ Errors are grouped by what the caller must do next::
     ├── UnknownEventError                a required event type this reader lacks
     └── CompressionUnavailableError      zstd data or setting, zstandard missing
     InvalidKeyError(JournalError, ValueError)
+    InvalidEventError(JournalError, ValueError)   an event readers would refuse
 
 Programmer mistakes raise the built-in ``ValueError`` / ``TypeError``. Native backend
 exceptions never leak: stores translate them into ``StorageError`` (or a more specific
@@ -39,6 +40,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateRunError",
     "FencedError",
+    "InvalidEventError",
     "InvalidKeyError",
     "JournalError",
     "LeaseError",
@@ -250,6 +252,41 @@ class UnknownEventError(JournalError):
 
 class InvalidKeyError(JournalError, ValueError):
     """A thread identifier is not acceptable (empty, too long, control chars)."""
+
+
+class InvalidEventError(JournalError, ValueError):
+    """An append holds an event that readers would refuse; nothing was committed.
+
+    Raised before anything is written, so the thread stays as it was and the next
+    valid append commits normally. The message names the event, the field and the
+    offending value's type.
+
+    Attributes:
+        index: The event's position in the append.
+        type_name: The event's type name.
+        path: Where in the append the problem is, e.g. ``events[0].message.role``.
+        detail: What is wrong there.
+        value_type: The offending value's type name, when there is one value.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        type_name: str,
+        path: str,
+        detail: str,
+        value_type: str | None = None,
+    ) -> None:
+        self.index = index
+        self.type_name = type_name
+        self.path = path
+        self.detail = detail
+        self.value_type = value_type
+        of_type = f" (a value of type {value_type})" if value_type else ""
+        super().__init__(
+            f"cannot append the {type_name} event: {path}: {detail}{of_type}; "
+            "nothing was committed"
+        )
 
 
 class CompressionUnavailableError(JournalError, ImportError):

@@ -136,8 +136,16 @@ _msgpack_decoder = msgspec.msgpack.Decoder(AgentState)
 
 
 def decode_state(data: bytes) -> AgentState:
-    """Decode a msgpack-encoded AgentState (checkpoints, AgentStateReplaced)."""
-    return _msgpack_decoder.decode(data)
+    """Decode a msgpack-encoded AgentState (checkpoints, AgentStateReplaced).
+
+    Raises:
+        msgspec.DecodeError: The bytes are not a state, or nest too deeply to
+            decode (which only data written without the append checks can).
+    """
+    try:
+        return _msgpack_decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("state is nested too deeply to decode") from None
 
 
 def encode_state(state: AgentState) -> bytes:

@@ -96,6 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args.command, str(exc), EXIT_PROBLEM)
     except ImportError as exc:  # a backend's optional dependency is missing
         return _fail(args.command, str(exc), EXIT_PROBLEM)
+    except RecursionError:
+        # Only data nested deeper than appends allow (written before that check)
+        # can get here; say so rather than print a traceback.
+        return _fail(
+            args.command,
+            "a value is nested too deeply to process; run `verify` to find the record",
+            EXIT_PROBLEM,
+        )
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

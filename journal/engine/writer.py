@@ -409,10 +409,18 @@ class ThreadWriter:
                 in time; stop writing.
             VersionConflictError: ``expected_version`` is not the head, or the slot
                 was taken by a commit this writer cannot accept.
+            InvalidEventError: An event readers would refuse (its message names
+                the event, the field and the value's type; see
+                ``codec.encode_record``). Nothing is committed and the writer stays
+                usable. A ``ValueError``.
             ValueError: ``batch_id`` was already used for different events (the
-                message names it and the version), is empty, or no events were
-                given.
+                message names it and the version), no events were given, or
+                ``batch_id`` / ``run_id`` is empty or longer than
+                ``codec.MAX_ID_LENGTH`` characters.
+            TypeError: ``batch_id`` or ``run_id`` is not a string.
         """
+        _check_id("batch_id", batch_id)
+        _check_id("run_id", run_id)
         batch = list(events)
         if not batch:
             raise ValueError("append needs at least one event")
@@ -451,10 +459,7 @@ class ThreadWriter:
     ) -> codec.Record:
         self._check_writable()
         if batch_id is not None:
-            if not batch_id:
-                # An empty id would be replaced by a generated one: the caller's
-                # retry would silently commit again.
-                raise ValueError("batch_id must not be empty (omit it or pass None)")
+            # append refused an empty one: it would be replaced by a generated id.
             done = await self._retried(batch_id, events, run_id)
             if done is not None:
                 return done
@@ -498,6 +503,11 @@ class ThreadWriter:
                     continue
                 raise
             self._uncertain.pop(version, None)
+            if local_events is None:
+                # What readers will decode: the writer's state is then exactly a
+                # reader's (a tuple is a list in both) and shares nothing mutable
+                # with the caller's events.
+                local_events = encoded.events if encoded.events is not None else events
             record = codec.Record(
                 version,
                 self.epoch,
@@ -507,7 +517,7 @@ class ThreadWriter:
                 committed_at,
                 self._head_hash.hex(),
                 encoded.hash.hex(),
-                local_events if local_events is not None else events,
+                local_events,
                 len(encoded.data),
             )
             self._advance(record, encoded.hash, encoded.content_digest)
@@ -687,6 +697,7 @@ class ThreadWriter:
             ValueError: The mutation changed the thread's identity, its runs or its
                 pending tool calls (which only the log's events may change).
         """
+        _check_id("run_id", run_id)
         async with self._lock:
             self._check_writable()
             copy = self.state.copy()
@@ -752,6 +763,25 @@ class ThreadWriter:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _check_id(name: str, value: object) -> None:
+    """A ``batch_id`` or ``run_id``: None, or a non-empty string of bounded length."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if not value:
+        raise ValueError(
+            f"{name} must not be empty (an empty batch_id would not be idempotent)"
+            if name == "batch_id"
+            else f"{name} must not be empty"
+        )
+    if len(value) > codec.MAX_ID_LENGTH:
+        raise ValueError(
+            f"{name} is {len(value)} characters long; at most "
+            f"{codec.MAX_ID_LENGTH} are allowed"
+        )
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:
