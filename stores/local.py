@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 from contextlib import nullcontext
@@ -33,7 +32,14 @@ from journal.errors import (
     StorageError,
 )
 from journal.store import ObjectStore
-from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
+from stores._files import (
+    DEFAULT_LOCK_TIMEOUT,
+    ensure_dirs,
+    flock_within,
+    fsync_dir,
+    rename_into_place,
+    write_temp,
+)
 from stores._offload import run_blocking
 from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
 
@@ -92,6 +98,15 @@ class LocalStore(ObjectStore):
         root: The directory holding the objects (created if missing).
         fsync: Whether to fsync files and directories before acknowledging.
         segments: Whether records and blobs go to segment files (the default).
+        lock_timeout: Seconds to wait for a file lock (a segment's, or a
+            compare-and-swap's) that another process holds, 10 by default. A
+            process stopped or hung while holding one (a writer SIGSTOPped inside
+            an append) then fails the operation with a transient ``StorageError``
+            naming the file and the holder's pid, instead of blocking it forever.
+            The lock cannot be taken over: see :mod:`stores.segments` for why.
+
+    Raises:
+        ValueError: ``lock_timeout`` is not positive.
     """
 
     def __init__(
@@ -100,13 +115,17 @@ class LocalStore(ObjectStore):
         *,
         fsync: bool = True,
         segments: bool = True,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
+        if not lock_timeout > 0:
+            raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
         self.root = Path(root).expanduser().absolute()
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self.segments = segments
+        self.lock_timeout = lock_timeout
         self._dirs: set[str] = set()
-        self._segs = SegmentSet(fsync)
+        self._segs = SegmentSet(fsync, lock_timeout)
         # Directory keys already validated, with their paths: a commit's key only
         # needs its last part checked.
         self._dir_paths: dict[str, str] = {}
@@ -254,11 +273,10 @@ class LocalStore(ObjectStore):
         directory, name = os.path.split(path)
         with _map_errors(key):
             self._ensure_dir(directory)
-            lock_fd = os.open(
-                os.path.join(directory, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644
-            )
+            lock_path = os.path.join(directory, f".{name}.lock")
+            lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                flock_within(lock_fd, lock_path, timeout=self.lock_timeout)
                 if if_match is not None:
                     with open(path, "rb") as fh:
                         current = _etag(fh.read())

@@ -50,6 +50,19 @@ by valid frames is corruption too: readers skip to the next valid frame and neve
 truncate it. The residual ambiguities, for the very last frame only: bit rot in its
 header looks torn, and so does bit rot in its data if a sector's share of it is zeros.
 
+Lock waits are bounded: a writer stopped (SIGSTOP) or hung inside an append keeps
+the exclusive ``flock``, and every other writer and reader of the segment waits for
+it at most ``lock_timeout`` seconds, polling without blocking, then fails with a
+transient ``StorageError`` naming the file and the holder's pid. Taking over without
+the lock is not safe, so the wait is the answer: the stopped writer has already
+checked that its name is free and chosen the offset it writes at; resumed, it
+would finish its write there, over whatever a new writer appended meanwhile (an
+acknowledged record, of a higher lease epoch), and no check of ours runs between
+its resumption and its ``pwrite``. The epoch fencing guards the log's slots, not
+the bytes of a segment: only the lock does. A holder that is killed lets go of the
+lock at once; one that is continued finishes its append (its record then holds its
+slot, and the new writer's fence record goes after it, as after any race).
+
 A segment whose every object was deleted is unlinked (retention and erasure free
 space segment by segment); other deletions append a tombstone.
 """
@@ -74,7 +87,7 @@ from journal.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
 )
-from stores._files import fsync_dir
+from stores._files import DEFAULT_LOCK_TIMEOUT, flock_within, fsync_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -178,9 +191,11 @@ class _Segment:
         *,
         reserve: int = 0,
         on_open: Callable[[_Segment], None] | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self.path = path
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
@@ -344,7 +359,7 @@ class _Segment:
         if not shared:
             self._scan(fd, st.st_size)
             return
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        flock_within(fd, self.path, shared=True, timeout=self.lock_timeout)
         try:
             self._scan(fd, os.fstat(fd).st_size)
         finally:
@@ -374,7 +389,7 @@ class _Segment:
                     self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
                     if self._on_open is not None:
                         self._on_open(self)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                flock_within(fd, self.path, timeout=self.lock_timeout)
                 try:
                     st: os.stat_result | None = os.stat(self.path)
                 except FileNotFoundError:
@@ -587,8 +602,9 @@ class SegmentSet:
     one more closes the one opened longest ago (unless it is in use right now).
     """
 
-    def __init__(self, fsync: bool) -> None:
+    def __init__(self, fsync: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self._segments: dict[str, _Segment] = {}
         self._lock = threading.Lock()
         self._open: dict[_Segment, None] = {}  # in the order they were opened
@@ -605,6 +621,7 @@ class SegmentSet:
                     self.fsync,
                     reserve=RESERVE if numbered else 0,
                     on_open=_weak(self._opened),
+                    lock_timeout=self.lock_timeout,
                 )
             return found
 
