@@ -31,7 +31,7 @@ from journal.errors import (
     PreconditionFailedError,
     StorageError,
 )
-from journal.store import ObjectStore
+from journal.store import ObjectStore, Quarantined
 from stores._files import (
     DEFAULT_LOCK_TIMEOUT,
     ensure_dirs,
@@ -41,7 +41,14 @@ from stores._files import (
     write_temp,
 )
 from stores._offload import run_blocking
-from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
+from stores.segments import (
+    QUARANTINE_PREFIX,
+    SegmentSet,
+    first_segment_after,
+    inspect_cut,
+    is_segment,
+    segment_of,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -379,6 +386,26 @@ class LocalStore(ObjectStore):
             if start_after is None or sub + name > start_after
         ]
 
+    def _quarantined(self, prefix: str) -> builtins.list[Quarantined]:
+        directory, base = self._dir_of(prefix)
+        out: list[Quarantined] = []
+        with _map_errors(prefix):
+            for dirpath, dirnames, filenames in os.walk(directory):
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                rel = os.path.relpath(dirpath, directory)
+                sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
+                for name in sorted(filenames):
+                    if not name.startswith(QUARANTINE_PREFIX):
+                        continue
+                    path = os.path.join(dirpath, name)
+                    with open(path, "rb") as fh:
+                        cut = inspect_cut(fh.read())
+                    key = None
+                    if cut.name is not None and segment_of(cut.name) is not None:
+                        key = sub + cut.name
+                    out.append(Quarantined(path, key, cut.data, cut.torn, cut.detail))
+        return out
+
     def _holds_objects(self, directory: str) -> bool:
         # Directories outlive their last object (delete leaves them in place, so a
         # racing create never loses its directory). As on an object store, only a
@@ -461,6 +488,18 @@ class LocalStore(ObjectStore):
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
         return await run_blocking(self._list, prefix, None, True)
+
+    async def quarantined(self, prefix: str) -> builtins.list[Quarantined]:
+        """Bytes cut from torn-looking segment tails under ``prefix``, kept aside.
+
+        Before a writer truncates a segment's torn-looking tail it copies the bytes
+        to ``.quarantine-<segment>-<offset>-<random>`` beside the segment (synced,
+        with its directory). Each is reported with what its bytes are: an
+        interrupted write (``torn``), or possibly an acknowledged record whose
+        frame header rotted (see :func:`stores.segments.inspect_cut`). Deleting
+        the file, once decided, is the operator's call.
+        """
+        return await run_blocking(self._quarantined, prefix)
 
     async def delete(self, key: str) -> bool:
         return await run_blocking(self._delete, key)
