@@ -19,6 +19,10 @@ content-addressed objects in one batch) and ``put_hint`` (an unconditional write
 that need not be durable). Backends override them where a batch or a skipped sync
 is cheaper.
 
+One report has a default: ``quarantined`` (bytes a backend cut from a damaged
+tail and kept, rather than destroy what it cannot prove was never acknowledged);
+only the local store's segment files ever quarantine anything.
+
 Backends never let a native exception escape: they raise ``StorageError`` subclasses
 (``transient=True`` for errors worth retrying) with the native one as ``__cause__``.
 """
@@ -27,13 +31,37 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Sequence
 
-__all__ = ["ObjectStore"]
+__all__ = ["ObjectStore", "Quarantined"]
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """Bytes a store cut from the tail of one of its files and kept aside.
+
+    Attributes:
+        location: Where the bytes are kept (a file path an operator can open).
+        key: The key of the object the bytes hold, when it could be read (None
+            otherwise).
+        data: That object's bytes, when they were recovered whole (their own
+            checksum holds); None otherwise.
+        torn: True when the bytes are provably an interrupted write, never
+            acknowledged (the file may then be deleted); False when they may
+            hold an acknowledged object.
+        detail: What was found, readable.
+    """
+
+    location: str
+    key: str | None
+    data: bytes | None
+    torn: bool
+    detail: str
 
 
 class ObjectStore(abc.ABC):
@@ -173,6 +201,15 @@ class ObjectStore(abc.ABC):
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
         """Temporary objects left under ``prefix`` by interrupted writes."""
+        return []
+
+    async def quarantined(self, prefix: str) -> builtins.list[Quarantined]:
+        """Bytes cut from damaged file tails under ``prefix`` and kept aside.
+
+        The default, for stores that never cut anything, is empty. The local store
+        reports what its segment files' torn-looking tails held (see
+        :mod:`stores.segments`).
+        """
         return []
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, not abstract

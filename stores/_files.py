@@ -6,10 +6,93 @@ Each function does blocking I/O: call it from a worker thread.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import time
 import uuid
 
-__all__ = ["ensure_dirs", "fsync_dir", "rename_into_place", "write_temp"]
+from journal.errors import StorageError
+
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
+    "ensure_dirs",
+    "flock_within",
+    "fsync_dir",
+    "lock_holders",
+    "rename_into_place",
+    "write_temp",
+]
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+"""Seconds a local store waits for a file lock before giving up (see below)."""
+_FIRST_POLL, _LAST_POLL = 0.001, 0.05  # seconds between tries, doubling
+
+
+def flock_within(
+    fd: int, path: str, *, shared: bool = False, timeout: float = DEFAULT_LOCK_TIMEOUT
+) -> None:
+    """Take the ``flock`` of ``fd`` (the file ``path``), waiting ``timeout`` at most.
+
+    A process holding the lock forever (stopped by SIGSTOP, hung in a system call)
+    would block a blocking ``flock`` forever: the lock is tried without blocking
+    and retried after short, growing sleeps until the deadline.
+
+    Raises:
+        StorageError: The lock was still held at the deadline (``transient``: the
+            holder may let go); the message names the file and the holder's pid
+            when ``/proc/locks`` shows it.
+    """
+    op = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    deadline = time.monotonic() + timeout
+    delay = _FIRST_POLL
+    while True:
+        try:
+            fcntl.flock(fd, op)
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, _LAST_POLL)
+        else:
+            return
+    holders = lock_holders(fd)
+    who = (
+        "pid " + ", ".join(map(str, holders))
+        if holders
+        else "another process (pid unknown)"
+    )
+    raise StorageError(
+        f"{path} is locked by {who}: still held after {timeout:g} s (a writer "
+        "paused or hung inside a write holds it); retry later, or end that process",
+        transient=True,
+    )
+
+
+def lock_holders(fd: int) -> list[int]:
+    """The pids holding a ``flock`` on the file open as ``fd`` (Linux ``/proc/locks``).
+
+    Empty when unknown: no ``/proc/locks``, or a holder in another pid namespace
+    (shown there as pid 0 or not at all).
+    """
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    pids: list[int] = []
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK ADVISORY WRITE <pid> <maj:min:ino> 0 EOF"; waiters have a "->".
+        if len(parts) < 6 or parts[1] != "FLOCK" or parts[5] != where:
+            continue
+        with contextlib.suppress(ValueError):
+            pid = int(parts[4])
+            if pid > 0 and pid not in pids:
+                pids.append(pid)
+    return pids
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

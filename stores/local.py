@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 from contextlib import nullcontext
@@ -32,10 +31,24 @@ from journal.errors import (
     PreconditionFailedError,
     StorageError,
 )
-from journal.store import ObjectStore
-from stores._files import ensure_dirs, fsync_dir, rename_into_place, write_temp
+from journal.store import ObjectStore, Quarantined
+from stores._files import (
+    DEFAULT_LOCK_TIMEOUT,
+    ensure_dirs,
+    flock_within,
+    fsync_dir,
+    rename_into_place,
+    write_temp,
+)
 from stores._offload import run_blocking
-from stores.segments import SegmentSet, first_segment_after, is_segment, segment_of
+from stores.segments import (
+    QUARANTINE_PREFIX,
+    SegmentSet,
+    first_segment_after,
+    inspect_cut,
+    is_segment,
+    segment_of,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -115,6 +128,16 @@ class LocalStore(ObjectStore):
             ``ValueError`` here.
         fsync: Whether to fsync files and directories before acknowledging.
         segments: Whether records and blobs go to segment files (the default).
+        lock_timeout: Seconds to wait for a file lock (a segment's, or a
+            compare-and-swap's) that another process holds, 10 by default. A
+            process stopped or hung while holding one (a writer SIGSTOPped inside
+            an append) then fails the operation with a transient ``StorageError``
+            naming the file and the holder's pid, instead of blocking it forever.
+            The lock cannot be taken over: see :mod:`stores.segments` for why.
+
+    Raises:
+        ValueError: ``lock_timeout`` is not positive, or the root cannot hold a
+            directory.
     """
 
     def __init__(
@@ -123,13 +146,17 @@ class LocalStore(ObjectStore):
         *,
         fsync: bool = True,
         segments: bool = True,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
+        if not lock_timeout > 0:
+            raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
         self.root = _checked_root(root)
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self.segments = segments
+        self.lock_timeout = lock_timeout
         self._dirs: set[str] = set()
-        self._segs = SegmentSet(fsync)
+        self._segs = SegmentSet(fsync, lock_timeout)
         # Directory keys already validated, with their paths: a commit's key only
         # needs its last part checked.
         self._dir_paths: dict[str, str] = {}
@@ -277,11 +304,10 @@ class LocalStore(ObjectStore):
         directory, name = os.path.split(path)
         with _map_errors(key):
             self._ensure_dir(directory)
-            lock_fd = os.open(
-                os.path.join(directory, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644
-            )
+            lock_path = os.path.join(directory, f".{name}.lock")
+            lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                flock_within(lock_fd, lock_path, timeout=self.lock_timeout)
                 if if_match is not None:
                     with open(path, "rb") as fh:
                         current = _etag(fh.read())
@@ -384,6 +410,26 @@ class LocalStore(ObjectStore):
             if start_after is None or sub + name > start_after
         ]
 
+    def _quarantined(self, prefix: str) -> builtins.list[Quarantined]:
+        directory, base = self._dir_of(prefix)
+        out: list[Quarantined] = []
+        with _map_errors(prefix):
+            for dirpath, dirnames, filenames in os.walk(directory):
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                rel = os.path.relpath(dirpath, directory)
+                sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
+                for name in sorted(filenames):
+                    if not name.startswith(QUARANTINE_PREFIX):
+                        continue
+                    path = os.path.join(dirpath, name)
+                    with open(path, "rb") as fh:
+                        cut = inspect_cut(fh.read())
+                    key = None
+                    if cut.name is not None and segment_of(cut.name) is not None:
+                        key = sub + cut.name
+                    out.append(Quarantined(path, key, cut.data, cut.torn, cut.detail))
+        return out
+
     def _holds_objects(self, directory: str) -> bool:
         # Directories outlive their last object (delete leaves them in place, so a
         # racing create never loses its directory). As on an object store, only a
@@ -466,6 +512,18 @@ class LocalStore(ObjectStore):
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
         return await run_blocking(self._list, prefix, None, True)
+
+    async def quarantined(self, prefix: str) -> builtins.list[Quarantined]:
+        """Bytes cut from torn-looking segment tails under ``prefix``, kept aside.
+
+        Before a writer truncates a segment's torn-looking tail it copies the bytes
+        to ``.quarantine-<segment>-<offset>-<random>`` beside the segment (synced,
+        with its directory). Each is reported with what its bytes are: an
+        interrupted write (``torn``), or possibly an acknowledged record whose
+        frame header rotted (see :func:`stores.segments.inspect_cut`). Deleting
+        the file, once decided, is the operator's call.
+        """
+        return await run_blocking(self._quarantined, prefix)
 
     async def delete(self, key: str) -> bool:
         return await run_blocking(self._delete, key)

@@ -50,6 +50,32 @@ by valid frames is corruption too: readers skip to the next valid frame and neve
 truncate it. The residual ambiguities, for the very last frame only: bit rot in its
 header looks torn, and so does bit rot in its data if a sector's share of it is zeros.
 
+Quarantine: so that such an acknowledged frame is never destroyed, the writer that
+cuts a tail first copies the cut bytes (up to the last non-zero one; a tail of zeros
+holds nothing) to ``.quarantine-<segment>-<offset>-<random>`` beside the segment,
+syncing the file and its directory before it truncates. :func:`inspect_cut` tells
+what the bytes are: a frame whose header checks out and whose bytes stop short of
+its end (by more than the checksums it ends in) is an interrupted write, never
+acknowledged, and is cut without a copy; a frame whose header passes
+its checksum once one flipped bit is put back, and whose data passes its own, is an
+acknowledged object with a rotted header, and its bytes are recovered; anything else
+cannot be told apart and is reported as possibly acknowledged. The local store's
+``quarantined()`` lists them, and ``verify`` reports all but the first kind as
+problems.
+
+Lock waits are bounded: a writer stopped (SIGSTOP) or hung inside an append keeps
+the exclusive ``flock``, and every other writer and reader of the segment waits for
+it at most ``lock_timeout`` seconds, polling without blocking, then fails with a
+transient ``StorageError`` naming the file and the holder's pid. Taking over without
+the lock is not safe, so the wait is the answer: the stopped writer has already
+checked that its name is free and chosen the offset it writes at; resumed, it
+would finish its write there, over whatever a new writer appended meanwhile (an
+acknowledged record, of a higher lease epoch), and no check of ours runs between
+its resumption and its ``pwrite``. The epoch fencing guards the log's slots, not
+the bytes of a segment: only the lock does. A holder that is killed lets go of the
+lock at once; one that is continued finishes its append (its record then holds its
+slot, and the new writer's fence record goes after it, as after any race).
+
 A segment whose every object was deleted is unlinked (retention and erasure free
 space segment by segment); other deletions append a tombstone.
 """
@@ -74,20 +100,25 @@ from journal.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
 )
-from stores._files import fsync_dir
+from stores._files import DEFAULT_LOCK_TIMEOUT, flock_within, fsync_dir, write_temp
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
+    "QUARANTINE_PREFIX",
     "RECORDS_PER_SEGMENT",
     "SEGMENT_PREFIX",
+    "CutTail",
     "SegmentSet",
+    "inspect_cut",
     "segment_of",
 ]
 
 RECORDS_PER_SEGMENT = 1024
 SEGMENT_PREFIX = ".seg-"
+QUARANTINE_PREFIX = ".quarantine-"
+"""Files holding the bytes cut from a torn-looking tail: see the module docstring."""
 _MAGIC = b"AJF1"
 _HEAD = struct.Struct(">4sBHI")
 _CRC = struct.Struct(">I")
@@ -178,9 +209,11 @@ class _Segment:
         *,
         reserve: int = 0,
         on_open: Callable[[_Segment], None] | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self.path = path
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
@@ -344,7 +377,7 @@ class _Segment:
         if not shared:
             self._scan(fd, st.st_size)
             return
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        flock_within(fd, self.path, shared=True, timeout=self.lock_timeout)
         try:
             self._scan(fd, os.fstat(fd).st_size)
         finally:
@@ -374,7 +407,7 @@ class _Segment:
                     self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
                     if self._on_open is not None:
                         self._on_open(self)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                flock_within(fd, self.path, timeout=self.lock_timeout)
                 try:
                     st: os.stat_result | None = os.stat(self.path)
                 except FileNotFoundError:
@@ -407,8 +440,10 @@ class _Segment:
         """
         index = self.index
         if index.torn:
-            # An unacknowledged, incomplete frame left by a crashed writer (and the
-            # reserve it was written into: a new one follows the frames below).
+            # An incomplete frame left by a crashed writer (and the reserve it was
+            # written into: a new one follows the frames below), or an acknowledged
+            # one whose header rotted: kept aside before it is cut.
+            self._quarantine(fd, index.end, index.torn)
             os.ftruncate(fd, index.end)
             index.size, index.torn = index.end, 0
         started = index.end == 0
@@ -439,6 +474,25 @@ class _Segment:
             pos += len(framed)
         index.end = pos
         return started
+
+    def _quarantine(self, fd: int, offset: int, length: int) -> None:
+        """Copy the ``length`` bytes at ``offset`` to a quarantine file, durably.
+
+        Called before they are truncated: the file and its directory entry are
+        synced first (whatever the store's ``fsync``: this is rare, and the bytes
+        may be the only copy of an acknowledged record).
+        """
+        data = os.pread(fd, length, offset)
+        if not any(data) or inspect_cut(data).torn:
+            return  # zeros, or a write provably never acknowledged: nothing to keep
+        directory, segment = os.path.split(self.path)
+        write_temp(
+            directory,
+            data,
+            fsync=True,
+            prefix=f"{QUARANTINE_PREFIX}{segment}-{offset}-",
+        )
+        fsync_dir(directory)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[int | None]:
@@ -520,6 +574,142 @@ def _parse(
     return kind, name, data_at, data_len, end
 
 
+@dataclass(frozen=True, slots=True)
+class CutTail:
+    """What the bytes of a quarantine file are (see :func:`inspect_cut`).
+
+    Attributes:
+        name: The name of the object their frame holds, when its header could be
+            read (as stored, or with one flipped bit put back).
+        data: The object's bytes, when the frame is whole and its data checksum
+            holds; None otherwise.
+        torn: Whether they are provably a write that was never acknowledged.
+        detail: What was found, readable.
+    """
+
+    name: str | None
+    data: bytes | None
+    torn: bool
+    detail: str
+
+
+_MAX_PAD = 16 * 1024 * 1024  # zeros a whole frame may end in (see inspect_cut)
+# An acknowledged frame ends in its data's CRC-32 (and a record in its own): that
+# its last 8 bytes are all zeros has odds of 2**-64, a write stopped short of them
+# (on a page boundary, the reserve's zeros after it) is what a killed writer leaves.
+_TORN_SHORTFALL = 8
+
+
+def _header_at(buf: bytes | bytearray) -> tuple[int, int, int] | None:
+    """(kind, name length, data length) of the frame at 0 if its header checks out."""
+    if len(buf) < _HEAD.size:
+        return None
+    magic, kind, name_len, data_len = _HEAD.unpack_from(buf, 0)
+    head_end = _HEAD.size + name_len
+    if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE) or len(buf) < head_end + 4:
+        return None
+    (crc,) = _CRC.unpack_from(buf, head_end)
+    if zlib.crc32(memoryview(buf)[:head_end]) != crc:
+        return None
+    return kind, name_len, data_len
+
+
+def _repaired_header(raw: bytes) -> tuple[bytearray, int] | None:
+    """The header with one flipped bit put back, and the byte it was in, if any."""
+    if len(raw) < _HEAD.size + 4:
+        return None
+    stated = int.from_bytes(raw[5:7], "big")
+    span = min(len(raw), _HEAD.size + stated + 4, _HEAD.size + 0xFFFF + 4)
+    # The name length itself may be the flipped field: any header the frame can
+    # have fits in the first 11 + 65535 + 4 bytes.
+    buf = bytearray(raw[: _HEAD.size + 0xFFFF + 4])
+    for i in range(span):
+        for bit in range(8):
+            buf[i] ^= 1 << bit
+            if _header_at(buf) is not None:
+                return buf, i
+            buf[i] ^= 1 << bit
+    return None
+
+
+def inspect_cut(raw: bytes) -> CutTail:
+    """Classify the bytes cut from a segment's torn-looking tail.
+
+    ``raw`` runs from where the valid frames ended to the last non-zero byte of
+    the file (the reserve's zeros are not kept). The rules:
+
+    * the first frame's header checks out and the frame runs more than 8 bytes
+      past ``raw``: the write stopped before its end (a killed writer's copy ends
+      on a page, and the zeros after it are the reserve's; or the file ends
+      inside it). Never acknowledged: ``torn``, and the writer keeps no copy;
+    * the header fails its checksum, but putting one flipped bit back makes it
+      check out, and the frame (its last bytes may be zeros) passes its data
+      checksum: an acknowledged frame whose header rotted. Its data is returned;
+    * anything else (several bad bits, a frame whose data fails too) cannot be
+      told from damage to an acknowledged frame, and is not ``torn``; except bytes
+      too few to hold a frame's header and checksum at all.
+    """
+    if len(raw) < _HEAD.size + 4:
+        return CutTail(None, None, True, f"{len(raw)} bytes, less than a header")
+    head = _header_at(raw)
+    repaired_at: int | None = None
+    buf: bytes | bytearray = raw
+    if head is None:
+        repaired = _repaired_header(raw)
+        if repaired is None:
+            return CutTail(
+                None,
+                None,
+                False,
+                f"{len(raw)} bytes whose frame header fails its checksum "
+                "(beyond one flipped bit)",
+            )
+        buf, repaired_at = repaired
+        head = _header_at(buf)
+        assert head is not None  # noqa: S101 - checked by _repaired_header
+    kind, name_len, data_len = head
+    try:
+        name: str | None = bytes(buf[_HEAD.size : _HEAD.size + name_len]).decode()
+    except UnicodeDecodeError:
+        name = None
+    data_at = _HEAD.size + name_len + 4
+    end = data_at + data_len + 4
+    what = "a tombstone" if kind == _TOMBSTONE else "a frame"
+    if repaired_at is None:
+        if end - len(raw) > _TORN_SHORTFALL:
+            return CutTail(
+                name,
+                None,
+                True,
+                f"{what} whose bytes stop {end - len(raw)} short of its end "
+                "(an interrupted write)",
+            )
+        # Its last few bytes may have been zeros (the cut ends at a non-zero one).
+        whole = bytes(raw[:end]) + bytes(max(0, end - len(raw)))
+        data = whole[data_at : data_at + data_len]
+        if zlib.crc32(data) == _CRC.unpack_from(whole, end - 4)[0]:
+            return CutTail(name, data, False, f"{what} whose checksums hold")
+        short = f", {end - len(raw)} bytes short" if end > len(raw) else ""
+        return CutTail(name, None, False, f"{what} whose data checksum fails{short}")
+    if end - len(raw) > _MAX_PAD:
+        return CutTail(
+            name, None, False, f"{what} whose header fails its checksum, cut short"
+        )
+    # The cut kept the bytes up to the last non-zero one: the frame's last bytes
+    # may have been zeros.
+    whole = bytes(raw[:end]) + bytes(max(0, end - len(raw)))
+    data = whole[data_at : data_at + data_len]
+    bad_bit = f"its header checksum fails (one flipped bit, in byte {repaired_at})"
+    if zlib.crc32(data) != _CRC.unpack_from(whole, end - 4)[0]:
+        return CutTail(name, None, False, f"{bad_bit}, and so does its data's")
+    return CutTail(
+        name,
+        data if kind == _PUT else None,
+        False,
+        f"{bad_bit}; its data checksum holds",
+    )
+
+
 _ALL_SETS: weakref.WeakSet[SegmentSet] = weakref.WeakSet()
 
 
@@ -587,8 +777,9 @@ class SegmentSet:
     one more closes the one opened longest ago (unless it is in use right now).
     """
 
-    def __init__(self, fsync: bool) -> None:
+    def __init__(self, fsync: bool, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
         self.fsync = fsync
+        self.lock_timeout = lock_timeout
         self._segments: dict[str, _Segment] = {}
         self._lock = threading.Lock()
         self._open: dict[_Segment, None] = {}  # in the order they were opened
@@ -605,6 +796,7 @@ class SegmentSet:
                     self.fsync,
                     reserve=RESERVE if numbered else 0,
                     on_open=_weak(self._opened),
+                    lock_timeout=self.lock_timeout,
                 )
             return found
 

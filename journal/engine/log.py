@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from journal.keys import ThreadKey
-    from journal.store import ObjectStore
+    from journal.store import ObjectStore, Quarantined
 
 __all__ = [
     "READ_BATCH",
@@ -494,6 +494,10 @@ class ThreadLog:
     async def leftovers(self) -> list[str]:
         """Temporary files that interrupted writes left under the thread."""
         return await self.store.leftovers(self.prefix)
+
+    async def quarantined(self) -> list[Quarantined]:
+        """Bytes the store cut from damaged file tails under the thread, kept aside."""
+        return await self.store.quarantined(self.prefix)
 
     # --- lease ------------------------------------------------------------------
 

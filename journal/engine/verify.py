@@ -3,8 +3,9 @@
 Reads everything and writes nothing: checksums, the hash chain and contiguity (through
 :meth:`ThreadLog.audit`), epoch monotonicity, blobs, unknown event types, every
 checkpoint (its state and its idempotency window) against a fresh replay, the
-``LAST_CHECKPOINT`` hint, the ``RETENTION`` marker, the ``LEASE``, and leftovers of
-interrupted writes.
+``LAST_CHECKPOINT`` hint, the ``RETENTION`` marker, the ``LEASE``, leftovers of
+interrupted writes, and what the store quarantined (bytes cut from a torn-looking
+tail that may hold an acknowledged record: a problem).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -24,6 +26,7 @@ from journal.engine.checkpoints import read_checkpoint
 from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expiry
 from journal.engine.log import ScanProblem, checked_blob
 from journal.errors import CorruptRecordError, ObjectNotFoundError, UnknownEventError
+from journal.layout import version_of
 from projections.agent_state import AgentStateProjection, encode_state
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 
     from journal.engine.log import ThreadLog
     from journal.keys import ThreadKey
+    from journal.store import Quarantined
     from projections.agent_state import AgentState
 
 __all__ = ["Finding", "VerifyReport", "verify_thread"]
@@ -129,6 +133,7 @@ class _Verifier:
         start = await self._check_retention(versions)
         versions = [v for v in versions if v >= start]
         await self._check_records(versions, start)
+        await self._check_quarantined()
         self._check_orphan_checkpoints(present)
         await self._check_hint()
         await self._check_lease()
@@ -139,6 +144,81 @@ class _Verifier:
             self.warning(
                 None, f"temporary file left by an interrupted write: {leftover}"
             )
+
+    async def _check_quarantined(self) -> None:
+        """Report bytes cut from a torn-looking tail and kept aside.
+
+        A problem, unless provably an interrupted write or a record the log now
+        holds unchanged (a warning: the file may go).
+        """
+        for kept in await self.log.quarantined():
+            if kept.torn:
+                self.warning(
+                    None,
+                    f"an interrupted write, never acknowledged, was cut from a "
+                    f"segment tail and kept in {kept.location} ({kept.detail}); "
+                    "it may be deleted",
+                )
+                continue
+            version = None
+            if kept.key is not None and kept.key.startswith(self.log.log_dir):
+                version = version_of(kept.key)
+            what = (
+                f"version {version} of {self.log.label}"
+                if version is not None
+                else (kept.key or "an object")
+            )
+            message = (
+                f"{what} was cut from a segment tail as torn and kept in "
+                f"{kept.location}: {kept.detail}"
+            )
+            if version is None or kept.data is None:
+                self.problem(version, message)
+                continue
+            message, restored = await self._quarantined_record(kept, version, message)
+            (self.warning if restored else self.problem)(version, message)
+
+    async def _quarantined_record(
+        self, kept: Quarantined, version: int, message: str
+    ) -> tuple[str, bool]:
+        """The message about a quarantined record, and whether the log holds it."""
+        assert kept.data is not None  # noqa: S101 - checked by the caller
+        try:
+            parsed = codec.parse_record(
+                kept.data, label=self.log.label, version=version
+            )
+        except CorruptRecordError as exc:
+            return f"{message}; the data is no valid record: {exc}", False
+        body = parsed.body
+        when = datetime.fromtimestamp(body.committed_at, tz=UTC).isoformat()
+        message += (
+            f"; the data parses as record version {version} committed at {when} "
+            f"by {body.writer!r} (epoch {body.epoch})"
+        )
+        try:
+            current = await self.log.read_parsed(version)
+        except ObjectNotFoundError:
+            return (
+                f"{message}; the log has no version {version}: with no writer "
+                f"running, restore it as the file {self.log.record_key(version)} "
+                "(the record's bytes, see docs/FORMAT.md), then delete the "
+                "quarantine file",
+                False,
+            )
+        except CorruptRecordError:
+            return f"{message}; the log's version {version} is unreadable", False
+        if current.hash == parsed.hash:
+            return (
+                f"{message}; the log holds this record (restored): the quarantine "
+                "file may be deleted",
+                True,
+            )
+        return (
+            f"{message}; the log's version {version} is a different record "
+            f"(by {current.body.writer!r}, epoch {current.body.epoch}), written "
+            "after the cut: the quarantined record was lost from the log",
+            False,
+        )
 
     async def _check_retention(self, versions: list[int]) -> int:
         """Where the replay starts: version 1, or the retained checkpoint."""

@@ -13,6 +13,11 @@ The child, run as ``python -m tests.stores._segment_child ROOT MODE ...``:
   the keys in order (body ``race_body(IDENT, KEY)``), printing ``won ETAG`` or
   ``lost`` per key and ``end`` after the last; ``exit`` (or end of input) ends it.
   The parent releases every racer at once by writing to all of them.
+* ``pause KEY SIZE`` creates ``KEY`` like ``append``, but SIGSTOPs itself after
+  writing half of the frame (holding the segment's lock) and completes the create
+  once continued, then exits 0.
+* ``hold SEGMENT`` takes the exclusive ``flock`` of the segment file SEGMENT (a
+  path), prints ``held`` and sleeps until it is killed.
 """
 
 from __future__ import annotations
@@ -264,6 +269,32 @@ def _is_segment(fd: int) -> bool:
     return os.path.basename(target).startswith(".seg-")
 
 
+def _install_pause() -> None:
+    """Patch ``os.pwrite`` so that the segment append stops itself halfway."""
+    real_pwrite = os.pwrite
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if bytes(data[:4]) == MAGIC:
+            half = len(data) // 2
+            real_pwrite(fd, bytes(data[:half]), offset)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return half + real_pwrite(fd, bytes(data[half:]), offset + half)
+        return real_pwrite(fd, data, offset)
+
+    os.pwrite = pwrite
+
+
+def _hold(path: str) -> int:
+    import fcntl
+    import time
+
+    fd = os.open(path, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("held", flush=True)
+    while True:
+        time.sleep(60)
+
+
 def _install(point: str) -> None:
     """Patch the ``os`` functions the segment append calls so it dies at ``point``."""
     real_pwrite, real_fdatasync = os.pwrite, os.fdatasync
@@ -311,6 +342,13 @@ def main(argv: list[str]) -> int:
     store = LocalStore(root)
     if mode == "race":
         asyncio.run(_race(store, int(argv[2])))
+        return 0
+    if mode == "hold":
+        return _hold(argv[2])
+    if mode == "pause":
+        key, size = argv[2], int(argv[3])
+        _install_pause()
+        asyncio.run(store.create(key, body_for(key, size)))
         return 0
     if mode != "append":
         raise SystemExit(f"unknown mode {mode!r}")

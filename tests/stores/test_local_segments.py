@@ -789,7 +789,8 @@ async def test_flipped_header_byte_in_a_middle_frame(tmp_path):
 
 async def test_flipped_header_byte_in_the_last_frame_looks_torn(tmp_path):
     """The residual ambiguity the segment module documents: bit rot in the header
-    of the very last frame is a torn tail, and the next append truncates it."""
+    of the very last frame is a torn tail, and the next append truncates it (after
+    keeping the bytes in a quarantine file: see test_reliability_quarantine)."""
     key, log_dir = await build_thread(tmp_path)
     log = ThreadLog(LocalStore(tmp_path), key)
     path, frame = record_frame(log_dir, 6)

@@ -1,0 +1,185 @@
+"""Bytes cut from a torn-looking segment tail are kept, and verify reports them.
+
+One flipped bit in the header of a segment's last frame makes an acknowledged
+record look like a torn write, which the next writer cuts. The cut bytes go to a
+quarantine file beside the segment first; ``verify`` reports a quarantined record
+as a problem naming its version and the file. A genuinely torn tail (a writer killed
+mid-write, a file that ends inside its last frame) is still cut and is no problem.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal.engine.log import ThreadLog
+from journal.store import ObjectStore, Quarantined
+from stores.local import LocalStore
+from stores.memory import MemoryStore
+from tests.stores._segment_child import (
+    NOT_REACHED,
+    body_for,
+    flip,
+    parse_segment,
+    record_frame,
+    record_name,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+CHILD = "tests.stores._segment_child"
+KEY = ThreadKey("quarantine-agent", "s", user_id="u")
+
+
+def say(text: str) -> MessageAppended:
+    return MessageAppended(Msg("user", text))
+
+
+async def build(root: Path, count: int = 6) -> Path:
+    async with Journal(LocalStore(root), checkpoint_every=0).writer(
+        KEY, holder="builder"
+    ) as w:
+        while w.version < count:
+            await w.append([say(f"msg-{w.version + 1}")])
+    return root / KEY.prefix / "log"
+
+
+async def take_over(root: Path) -> None:
+    async with Journal(LocalStore(root), checkpoint_every=0).writer(
+        KEY, holder="next"
+    ) as w:
+        await w.append([say("after the cut")])
+
+
+def quarantine_files(log_dir: Path) -> list[Path]:
+    return sorted(p for p in log_dir.iterdir() if p.name.startswith(".quarantine-"))
+
+
+# Offsets inside the frame: magic, kind, name length, data length, a digit of the
+# name, the header checksum.
+@pytest.mark.parametrize("at", [1, 4, 6, 10, 16, 36], ids=lambda at: f"byte{at}")
+async def test_a_flipped_bit_in_the_last_header_is_kept_and_reported(tmp_path, at):
+    log_dir = await build(tmp_path)
+    log = ThreadLog(LocalStore(tmp_path), KEY)
+    original = (await log.store.read(log.record_key(6)))[0]
+    path, frame = record_frame(log_dir, 6)
+    whole = path.read_bytes()[frame.offset : frame.end]
+    flip(path, frame.offset + at, 0x01)
+    assert await LocalStore(tmp_path).list(log.log_dir) == [
+        log.record_key(v) for v in range(1, 6)
+    ]
+
+    await take_over(tmp_path)
+
+    # The acknowledged bytes survive, outside the segment (which took new frames).
+    files = quarantine_files(log_dir)
+    assert len(files) == 1
+    kept = files[0].read_bytes()
+    assert len(kept) == len(whole)
+    assert sum(a != b for a, b in zip(kept, whole, strict=True)) == 1
+    assert original in kept
+    frames, tail = parse_segment(path)
+    assert tail == 0
+    # Versions 1 to 5, then the takeover's records from version 6 on.
+    assert [f.name for f in frames][:7] == [record_name(v) for v in range(1, 8)]
+    assert all(f.data_ok for f in frames)
+
+    found = await LocalStore(tmp_path).quarantined(KEY.prefix)
+    assert len(found) == 1
+    assert found[0].key == log.record_key(6)
+    assert found[0].data == original
+    assert not found[0].torn
+    assert found[0].location == str(files[0])
+
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert not report.ok
+    mine = [p for p in report.problems if files[0].name in p.message]
+    assert len(mine) == 1, [str(p) for p in report.problems]
+    assert mine[0].version == 6
+    assert "record version 6 committed at" in mine[0].message
+    assert "a different record" in mine[0].message  # the takeover refilled slot 6
+
+
+async def test_a_quarantined_record_whose_slot_is_still_free(tmp_path):
+    """Cut by an append that left slot 6 free (an object created and deleted):
+    verify says the log has no version 6; restoring the record by the documented
+    step makes the log whole, and verify then only warns about the file."""
+    log_dir = await build(tmp_path)
+    log = ThreadLog(LocalStore(tmp_path), KEY)
+    original = (await log.store.read(log.record_key(6)))[0]
+    path, frame = record_frame(log_dir, 6)
+    flip(path, frame.offset + 16, 0x01)
+    store = LocalStore(tmp_path)
+    await store.create(log.record_key(7), b"not a record")
+    assert await store.delete(log.record_key(7))
+    (found,) = await store.quarantined(KEY.prefix)
+    report = await Journal.open(tmp_path).verify(KEY)
+    (problem,) = [p for p in report.problems if p.version == 6]
+    assert "the log has no version 6" in problem.message
+    # The documented step: the record's bytes, as the plain file of its version.
+    assert found.data is not None
+    (log_dir / record_name(6)).write_bytes(found.data)
+    assert (await store.read(log.record_key(6)))[0] == original
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert report.ok, [str(p) for p in report.problems]
+    assert any(Path(found.location).name in w.message for w in report.warnings)
+
+
+def _append_and_die(root: Path, key: str, size: int) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", CHILD, str(root), "append", key, "mid-write", str(size)],
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode not in (0, NOT_REACHED)
+
+
+async def test_a_writer_killed_mid_write_is_still_cut_and_no_problem(tmp_path):
+    log_dir = await build(tmp_path)
+    log = ThreadLog(LocalStore(tmp_path), KEY)
+    key = log.record_key(7)
+    _append_and_die(tmp_path, key, 64 * 1024)
+    path = log_dir / ".seg-00000000000000000000"
+    assert parse_segment(path)[1] > 0  # torn bytes after the frames
+    await take_over(tmp_path)
+    assert parse_segment(path)[1] == 0
+    assert body_for(key, 64 * 1024)[:4096] not in path.read_bytes()
+    assert quarantine_files(log_dir) == []  # provably never acknowledged
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.warnings == []
+
+
+async def test_a_file_ending_inside_its_last_frame_is_still_cut(tmp_path):
+    log_dir = await build(tmp_path)
+    path, frame = record_frame(log_dir, 6)
+    os.truncate(path, frame.end - 10)
+    await take_over(tmp_path)
+    assert parse_segment(path)[1] == 0
+    assert quarantine_files(log_dir) == []
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.warnings == []
+
+
+async def test_a_frame_cut_within_its_checksums_is_kept(tmp_path):
+    """A frame whose header checks out but whose last few bytes are missing cannot
+    be told from an acknowledged one whose checksum ends in zeros: it is kept and
+    reported."""
+    log_dir = await build(tmp_path)
+    path, frame = record_frame(log_dir, 6)
+    os.truncate(path, frame.end - 2)
+    await take_over(tmp_path)
+    (kept,) = quarantine_files(log_dir)
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert [p.version for p in report.problems if kept.name in p.message] == [6]
+
+
+async def test_stores_without_quarantine_report_none():
+    store: ObjectStore = MemoryStore()
+    assert await store.quarantined("") == []
+    assert Quarantined("where", None, None, torn=True, detail="d").torn
