@@ -55,6 +55,10 @@ class Quarantined:
             acknowledged (the file may then be deleted); False when they may
             hold an acknowledged object.
         detail: What was found, readable.
+        in_place: True when the bytes were not cut but are still where they were
+            written: a damaged frame that readers read with one flipped header bit
+            put back (``data`` is then None: the object reads back as usual), or
+            a torn-looking tail no writer has cut yet.
     """
 
     location: str
@@ -62,6 +66,7 @@ class Quarantined:
     data: bytes | None
     torn: bool
     detail: str
+    in_place: bool = False
 
 
 class ObjectStore(abc.ABC):

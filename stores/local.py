@@ -397,8 +397,12 @@ class LocalStore(ObjectStore):
         hidden: bool,
     ) -> builtins.list[str]:
         if hidden:
-            torn = self._segs.torn_tail(dirpath, segment)
-            return [f"{sub}{segment} (torn tail: {torn} bytes)"] if torn else []
+            # Only a tail that is provably an interrupted write is a harmless
+            # leftover; any other is reported by ``quarantined``.
+            tail = self._segs.inspect_tail(dirpath, segment)
+            if tail.torn and (tail.cut is None or tail.cut.torn):
+                return [f"{sub}{segment} (torn tail: {tail.torn} bytes)"]
+            return []
         if start_after is not None and start_after.startswith(sub):
             # Segments hold contiguous ranges of versions: skip the older ones.
             first = first_segment_after(start_after[len(sub) :])
@@ -419,6 +423,9 @@ class LocalStore(ObjectStore):
                 rel = os.path.relpath(dirpath, directory)
                 sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
                 for name in sorted(filenames):
+                    if is_segment(name):
+                        out.extend(self._damaged_in_place(dirpath, sub, name))
+                        continue
                     if not name.startswith(QUARANTINE_PREFIX):
                         continue
                     path = os.path.join(dirpath, name)
@@ -428,6 +435,42 @@ class LocalStore(ObjectStore):
                     if cut.name is not None and segment_of(cut.name) is not None:
                         key = sub + cut.name
                     out.append(Quarantined(path, key, cut.data, cut.torn, cut.detail))
+        return out
+
+    def _damaged_in_place(
+        self, dirpath: str, sub: str, segment: str
+    ) -> builtins.list[Quarantined]:
+        """A segment's repaired last frames and its tail that may be acknowledged."""
+        tail = self._segs.inspect_tail(dirpath, segment)
+        path = os.path.join(dirpath, segment)
+        out = [
+            Quarantined(
+                f"{path} at offset {offset}",
+                sub + name,
+                None,
+                False,
+                "its frame's header fails its checksum and checks out with one "
+                "flipped bit put back; its data checksum holds, so readers read it "
+                "so",
+                in_place=True,
+            )
+            for name, offset in sorted(tail.repaired.items())
+        ]
+        cut = tail.cut
+        if tail.torn and cut is not None and not cut.torn:
+            key = None
+            if cut.name is not None and segment_of(cut.name) is not None:
+                key = sub + cut.name
+            out.append(
+                Quarantined(
+                    f"{path} from offset {tail.end} (not cut yet)",
+                    key,
+                    cut.data,
+                    False,
+                    f"a torn-looking tail of {tail.torn} bytes: {cut.detail}",
+                    in_place=True,
+                )
+            )
         return out
 
     def _holds_objects(self, directory: str) -> bool:

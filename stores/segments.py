@@ -47,8 +47,12 @@ for frames (record data may quote them). Any other frame whose data checksum fai
 *corrupt*: it is kept and its bytes are returned, so the journal's own record checksum
 reports it (naming the version) and nothing is truncated. An invalid region followed
 by valid frames is corruption too: readers skip to the next valid frame and never
-truncate it. The residual ambiguities, for the very last frame only: bit rot in its
-header looks torn, and so does bit rot in its data if a sector's share of it is zeros.
+truncate it. One flipped bit in the very last frame's header would make it look
+torn: readers put each candidate bit back, and when the header then checks out and
+the data passes its checksum they index the frame as valid (noted in the index as
+repaired, so ``verify`` reports the damage) and writers append after it. The
+residual ambiguities, for the very last frame only: more damage to its header looks
+torn, and so does bit rot in its data if a sector's share of it is zeros.
 
 Quarantine: so that such an acknowledged frame is never destroyed, the writer that
 cuts a tail first copies the cut bytes (up to the last non-zero one; a tail of zeros
@@ -111,6 +115,7 @@ __all__ = [
     "SEGMENT_PREFIX",
     "CutTail",
     "SegmentSet",
+    "SegmentTail",
     "inspect_cut",
     "segment_of",
 ]
@@ -194,6 +199,9 @@ class _Index:
     live: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> data
     size: int = 0  # the file's size when last looked at (frames plus reserve)
     torn: int = 0  # bytes after ``end`` that belong to no valid frame
+    # Last frames whose header had one flipped bit, read with it put back (their
+    # data checksum holds): name -> the frame's offset. Verify reports them.
+    repaired: dict[str, int] = field(default_factory=dict)
     # Whether this process made the file's directory entry durable: a segment
     # created by a writer that crashed before acknowledging may not be.
     dir_synced: bool = False
@@ -257,18 +265,30 @@ class _Segment:
                 whole = parsed is None or grown or size - base <= window
                 buf = os.pread(fd, size - base if whole else window, base)
                 continue
-            if parsed == _SHORT:
-                break  # torn, or still being written: never look inside it
-            if parsed is None:
-                if self._word(fd, buf, base, pos, size) == _ZERO_WORD:
+            if parsed == _SHORT or parsed is None:
+                if parsed is None and self._word(fd, buf, base, pos, size) == (
+                    _ZERO_WORD
+                ):
                     at_reserve = True  # the end of the frames
                     break
                 # A bad header: skip to the next valid frame if there is one (what
                 # lies between is corruption, not a torn tail).
-                nxt = _resync(buf, pos + 1)
-                if nxt is None:
+                nxt = None if parsed == _SHORT else _resync(buf, pos + 1)
+                if nxt is not None:
+                    pos = nxt
+                    continue
+                # The last frame looks torn (or, _SHORT, is being written: never
+                # look inside it then). One flipped bit in its header makes an
+                # acknowledged frame look so: read it if putting the bit back
+                # makes the header and the data check out.
+                repaired = self._repaired_last(fd, base + pos, size)
+                if repaired is None:
                     break
-                pos = nxt
+                name, data_at, length, frame_end = repaired
+                index.live[name] = (data_at, length)
+                index.repaired[name] = base + pos
+                valid_end = frame_end
+                base, pos, buf, whole = frame_end, 0, b"", False
                 continue
             assert not isinstance(parsed, str)  # noqa: S101 - narrowed above
             kind, name, data_at, length, end = parsed
@@ -299,6 +319,29 @@ class _Segment:
             if at_reserve and not fresh
             else _nonzero_extent(fd, valid_end, size)
         )
+
+    @staticmethod
+    def _repaired_last(
+        fd: int, start: int, size: int
+    ) -> tuple[str, int, int, int] | None:
+        """The frame at ``start`` read with one flipped header bit put back.
+
+        Only when nothing valid follows it (the caller checked) and
+        :func:`inspect_cut` recovers its data whole from bytes that are all in
+        the file. Returns (name, data offset, data length, frame end) as file
+        offsets, or None.
+        """
+        extent = _nonzero_extent(fd, start, size)
+        if extent < _HEAD.size + 4:
+            return None
+        cut = inspect_cut(os.pread(fd, extent, start))
+        if cut.torn or cut.name is None or cut.data is None:
+            return None
+        data_at = start + _HEAD.size + len(cut.name.encode()) + 4
+        end = data_at + len(cut.data) + 4
+        if end > size:
+            return None  # its last bytes are not in the file: not readable here
+        return cut.name, data_at, len(cut.data), end
 
     @staticmethod
     def _word(fd: int, buf: bytes, base: int, pos: int, size: int) -> bytes:
@@ -591,6 +634,24 @@ class CutTail:
     data: bytes | None
     torn: bool
     detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTail:
+    """A segment's end as :meth:`SegmentSet.inspect_tail` found it.
+
+    Attributes:
+        end: Where its valid frames end.
+        torn: Bytes after ``end`` that belong to no valid frame (0: none).
+        cut: What those bytes are, when there are any (see :func:`inspect_cut`).
+        repaired: Last frames read with one flipped header bit put back: name ->
+            the frame's offset.
+    """
+
+    end: int
+    torn: int
+    cut: CutTail | None
+    repaired: dict[str, int]
 
 
 _MAX_PAD = 16 * 1024 * 1024  # zeros a whole frame may end in (see inspect_cut)
@@ -1028,3 +1089,23 @@ class SegmentSet:
         segment = self.segment(os.path.join(directory, segment_file))
         segment.names()
         return segment.index.torn
+
+    def inspect_tail(self, directory: str, segment_file: str) -> SegmentTail:
+        """What lies past the valid frames of a segment, and its repaired frames.
+
+        The tail's bytes are read without the lock: a writer cutting them at the
+        same moment can make this see fewer (it is for reports, not decisions).
+        """
+        path = os.path.join(directory, segment_file)
+        segment = self.segment(path)
+        segment.names()
+        index = segment.index
+        cut: CutTail | None = None
+        if index.torn:
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    cut = inspect_cut(os.pread(fd, index.torn, index.end))
+                finally:
+                    os.close(fd)
+        return SegmentTail(index.end, index.torn, cut, dict(index.repaired))

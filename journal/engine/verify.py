@@ -169,9 +169,20 @@ class _Verifier:
                 else (kept.key or "an object")
             )
             message = (
-                f"{what} was cut from a segment tail as torn and kept in "
+                f"{what} lies in a torn-looking segment tail, {kept.location}, "
+                f"that may hold an acknowledged record: {kept.detail}"
+                if kept.in_place
+                else f"{what} was cut from a segment tail as torn and kept in "
                 f"{kept.location}: {kept.detail}"
             )
+            if kept.in_place and kept.data is None and version is not None:
+                # Read with the flipped bit put back: the log holds it, intact.
+                self.problem(
+                    version,
+                    f"{what} is stored in a damaged frame ({kept.location}): "
+                    f"{kept.detail}; the record itself reads back intact",
+                )
+                continue
             if version is None or kept.data is None:
                 self.problem(version, message)
                 continue

@@ -787,24 +787,29 @@ async def test_flipped_header_byte_in_a_middle_frame(tmp_path):
     assert await store.list(log.log_dir) == [*listed, log.record_key(7)]
 
 
-async def test_flipped_header_byte_in_the_last_frame_looks_torn(tmp_path):
-    """The residual ambiguity the segment module documents: bit rot in the header
-    of the very last frame is a torn tail, and the next append truncates it (after
-    keeping the bytes in a quarantine file: see test_reliability_quarantine)."""
+async def test_flipped_header_byte_in_the_last_frame_is_read_and_reported(tmp_path):
+    """One flipped bit in the header of the very last frame made it look torn, and
+    the next append cut an acknowledged record. Now readers put the bit back (the
+    header and the data then check out), read the record, and report the damage;
+    the slot stays taken. Damage beyond one bit still looks torn: it is kept in a
+    quarantine file before any cut (see test_reliability_quarantine)."""
     key, log_dir = await build_thread(tmp_path)
     log = ThreadLog(LocalStore(tmp_path), key)
     path, frame = record_frame(log_dir, 6)
+    before = (await LocalStore(tmp_path).read(log.record_key(6)))[0]
     flip(path, frame.offset + 11 + 5, 0x01)
     store = LocalStore(tmp_path)
-    assert await store.list(log.log_dir) == [log.record_key(v) for v in range(1, 6)]
-    assert await store.leftovers(key.prefix) == [
-        f"{log.log_dir}{segment_name(6)} (torn tail: {frame.end - frame.offset} bytes)"
-    ]
-    assert (await Journal.open(tmp_path).load(key)).version == 5
-    await store.create(log.record_key(6), b"refilled")
-    size = frame.offset + len(encode_frame(PUT, record_name(6), b"refilled"))
-    assert segment_extent(path) == size
-    assert parse_segment(path)[1] == 0
+    assert await store.list(log.log_dir) == [log.record_key(v) for v in range(1, 7)]
+    assert (await store.read(log.record_key(6)))[0] == before
+    assert await store.leftovers(key.prefix) == []
+    (damaged,) = await store.quarantined(key.prefix)
+    assert damaged.in_place
+    assert damaged.key == log.record_key(6)
+    assert (await Journal.open(tmp_path).load(key)).version == 6
+    with pytest.raises(ObjectExistsError):
+        await store.create(log.record_key(6), b"refilled")
+    report = await Journal.open(tmp_path).verify(key)
+    assert [p.version for p in report.problems] == [6]
 
 
 # --- deletion, retention, reading only the newest segment -----------------------------

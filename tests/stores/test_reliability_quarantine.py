@@ -59,19 +59,27 @@ def quarantine_files(log_dir: Path) -> list[Path]:
     return sorted(p for p in log_dir.iterdir() if p.name.startswith(".quarantine-"))
 
 
-# Offsets inside the frame: magic, kind, name length, data length, a digit of the
-# name, the header checksum.
+# Two bits in the header, inside the frame: magic, kind, name length, data length,
+# a digit of the name, the header checksum. (One flipped bit is put back by readers,
+# which then read the record in place: see test_flip_sweep.)
 @pytest.mark.parametrize("at", [1, 4, 6, 10, 16, 36], ids=lambda at: f"byte{at}")
-async def test_a_flipped_bit_in_the_last_header_is_kept_and_reported(tmp_path, at):
+async def test_damaged_last_header_is_kept_and_reported(tmp_path, at):
     log_dir = await build(tmp_path)
     log = ThreadLog(LocalStore(tmp_path), KEY)
     original = (await log.store.read(log.record_key(6)))[0]
     path, frame = record_frame(log_dir, 6)
     whole = path.read_bytes()[frame.offset : frame.end]
-    flip(path, frame.offset + at, 0x01)
+    flip(path, frame.offset + at, 0x03)
     assert await LocalStore(tmp_path).list(log.log_dir) == [
         log.record_key(v) for v in range(1, 6)
     ]
+    # Before any writer cuts it, verify already calls it a problem, not a leftover.
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert not report.ok
+    assert any("not cut yet" in p.message for p in report.problems), [
+        str(p) for p in report.problems
+    ]
+    assert await LocalStore(tmp_path).leftovers(KEY.prefix) == []
 
     await take_over(tmp_path)
 
@@ -90,43 +98,48 @@ async def test_a_flipped_bit_in_the_last_header_is_kept_and_reported(tmp_path, a
 
     found = await LocalStore(tmp_path).quarantined(KEY.prefix)
     assert len(found) == 1
-    assert found[0].key == log.record_key(6)
-    assert found[0].data == original
     assert not found[0].torn
+    assert not found[0].in_place
     assert found[0].location == str(files[0])
 
     report = await Journal.open(tmp_path).verify(KEY)
     assert not report.ok
     mine = [p for p in report.problems if files[0].name in p.message]
     assert len(mine) == 1, [str(p) for p in report.problems]
-    assert mine[0].version == 6
-    assert "record version 6 committed at" in mine[0].message
-    assert "a different record" in mine[0].message  # the takeover refilled slot 6
 
 
-async def test_a_quarantined_record_whose_slot_is_still_free(tmp_path):
-    """Cut by an append that left slot 6 free (an object created and deleted):
-    verify says the log has no version 6; restoring the record by the documented
-    step makes the log whole, and verify then only warns about the file."""
+async def test_a_record_restored_from_quarantine_makes_the_log_whole(tmp_path):
+    """The documented step: the record's bytes, as the plain file of its version.
+
+    The header's magic is damaged beyond one bit; the frame's data (at the offsets
+    its intact length fields give) is the record, which an operator restores."""
     log_dir = await build(tmp_path)
     log = ThreadLog(LocalStore(tmp_path), KEY)
     original = (await log.store.read(log.record_key(6)))[0]
     path, frame = record_frame(log_dir, 6)
-    flip(path, frame.offset + 16, 0x01)
+    flip(path, frame.offset + 1, 0x03)
     store = LocalStore(tmp_path)
     await store.create(log.record_key(7), b"not a record")
     assert await store.delete(log.record_key(7))
     (found,) = await store.quarantined(KEY.prefix)
+    assert not found.in_place
     report = await Journal.open(tmp_path).verify(KEY)
-    (problem,) = [p for p in report.problems if p.version == 6]
-    assert "the log has no version 6" in problem.message
-    # The documented step: the record's bytes, as the plain file of its version.
-    assert found.data is not None
-    (log_dir / record_name(6)).write_bytes(found.data)
+    assert not report.ok
+    kept = Path(found.location).read_bytes()
+    data = kept[frame.data_at - frame.offset : frame.data_at - frame.offset
+                + frame.data_len]
+    assert data == original
+    (log_dir / record_name(6)).write_bytes(data)
     assert (await store.read(log.record_key(6)))[0] == original
+    # The kept bytes name no record the store could read: they stay a problem
+    # until the operator, having restored the record, deletes the file.
+    report = await Journal.open(tmp_path).verify(KEY)
+    assert [Path(found.location).name in p.message for p in report.problems] == [
+        True
+    ]
+    os.unlink(found.location)
     report = await Journal.open(tmp_path).verify(KEY)
     assert report.ok, [str(p) for p in report.problems]
-    assert any(Path(found.location).name in w.message for w in report.warnings)
 
 
 def _append_and_die(root: Path, key: str, size: int) -> None:
