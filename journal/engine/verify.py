@@ -126,8 +126,10 @@ class _Verifier:
 
     async def run(self) -> VerifyReport:
         log = self.log
-        versions = await log.versions()
+        # Checkpoints first: one is written only after its record, so a writer
+        # appending meanwhile cannot make a listed checkpoint look orphaned.
         self.checkpoints = set(await log.checkpoint_versions())
+        versions = await log.versions()
         await self._check_leftovers()
         present = set(versions)
         start = await self._check_retention(versions)

@@ -577,10 +577,20 @@ class ThreadWriter:
         """Decide what a taken slot means; return the record if it is ours."""
         parsed = await self.log.read_parsed(version)
         body = parsed.body
-        ours = body.batch_id == batch or (
-            self._uncertain.get(version, ("", b""))[0] == body.batch_id
+        # Only this writer ever commits at its epoch (each epoch is granted by one
+        # lease swap), so a record at our epoch under our holder id is an earlier
+        # attempt of ours that landed, even one whose doubt was not remembered (its
+        # reply lost and the slot unreadable at the time, say).
+        ours = (
+            body.batch_id == batch
+            or self._uncertain.get(version, ("", b""))[0] == body.batch_id
+            or body.writer == self.holder
         )
         if ours and body.epoch == self.epoch:
+            if body.prev_hash != self._head_hash:
+                raise CorruptRecordError(
+                    self.label, version, "hash chain broken at a slot found taken"
+                )
             if body.batch_id == batch and parsed.content_digest() != (
                 encoded.content_digest
             ):

@@ -1,4 +1,4 @@
-"""Engine defects the simulation found: failing tests, left for a decision.
+"""Engine defects the simulation found, and now regression tests for their fixes.
 
 Defect "writer-wedged-on-own-commit" (seeds 280, 359, 389 of the default run,
 among others). A writer's commit lands but the writer cannot tell: then every later
@@ -26,8 +26,9 @@ written between the two listings look like an orphan checkpoint. Listing the
 checkpoints first would not see this (a checkpoint is written after its record).
 Seed 8319 shows it with no injected fault at all, only delays.
 
-The simulation's seed suites tolerate these defects by name (``tests/sim/known.py``);
-these tests fail until it is fixed.
+Fixed: ``_taken`` takes a record at the writer's own epoch under its own holder id
+for an earlier attempt of its own (only one writer holds an epoch), and ``verify``
+lists checkpoints before records. ``tests/sim/known.py`` no longer tolerates either.
 """
 
 from __future__ import annotations

@@ -53,16 +53,9 @@ async def _taken_without_reading(
     return None  # retry at the next version
 
 
-async def _commit_without_idempotency(
-    self: ThreadWriter,
-    events: list[object],
-    batch_id: str | None,
-    *args: Any,
-    **kwargs: Any,
-) -> codec.Record:
-    if batch_id is not None:
-        self._batches.pop(batch_id, None)
-    return await _commit(self, events, batch_id, *args, **kwargs)
+async def _never_retried(self: ThreadWriter, *args: Any, **kwargs: Any) -> None:
+    """The idempotency lookup that never finds the batch already committed."""
+    return None
 
 
 MUTANTS: dict[str, tuple[str, Callable[..., Any], str]] = {
@@ -74,8 +67,8 @@ MUTANTS: dict[str, tuple[str, Callable[..., Any], str]] = {
     "no_slot_read": ("_taken", _taken_without_reading, "and again at"),
     # Retrying an acknowledged batch writes it again.
     "no_idempotency": (
-        "_commit",
-        _commit_without_idempotency,
+        "_retried",
+        _never_retried,
         "the retry wrote instead of returning the commit",
     ),
 }
