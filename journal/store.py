@@ -208,6 +208,16 @@ class ObjectStore(abc.ABC):
         """Temporary objects left under ``prefix`` by interrupted writes."""
         return []
 
+    async def remove_leftovers(self, prefix: str, *, older_than: float) -> int:
+        """Delete temporary objects under ``prefix`` untouched for ``older_than`` s.
+
+        Called by a writer once its fence is committed: every earlier writer of
+        the thread is fenced by then, so their temporary objects are writes that
+        were never acknowledged. The age spares one that a reader's checkpoint is
+        writing right now. Returns how many were removed; the default removes none.
+        """
+        return 0
+
     async def quarantined(self, prefix: str) -> builtins.list[Quarantined]:
         """Bytes cut from damaged file tails under ``prefix`` and kept aside.
 

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -552,6 +553,26 @@ class LocalStore(ObjectStore):
         self, prefix: str, *, start_after: str | None = None
     ) -> builtins.list[str]:
         return await run_blocking(self._list, prefix, start_after, False)
+
+    async def remove_leftovers(self, prefix: str, *, older_than: float) -> int:
+        return await run_blocking(self._remove_leftovers, prefix, older_than)
+
+    def _remove_leftovers(self, prefix: str, older_than: float) -> int:
+        directory, _ = self._dir_of(prefix)
+        cutoff = time.time() - older_than
+        removed = 0
+        with _map_errors(prefix):
+            for dirpath, dirnames, filenames in os.walk(directory):
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                for name in filenames:
+                    if not name.startswith(_TMP_PREFIX):
+                        continue
+                    path = os.path.join(dirpath, name)
+                    with contextlib.suppress(FileNotFoundError):
+                        if os.stat(path).st_mtime < cutoff:
+                            os.unlink(path)
+                            removed += 1
+        return removed
 
     async def leftovers(self, prefix: str) -> builtins.list[str]:
         return await run_blocking(self._list, prefix, None, True)

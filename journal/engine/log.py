@@ -491,6 +491,10 @@ class ThreadLog:
                 await self.store.delete(object_key)
         await self.store.delete(self.lease_key)
 
+    async def remove_leftovers(self, older_than: float) -> int:
+        """Delete temporary files of interrupted writes older than ``older_than`` s."""
+        return await self.store.remove_leftovers(self.prefix, older_than=older_than)
+
     async def leftovers(self) -> list[str]:
         """Temporary files that interrupted writes left under the thread."""
         return await self.store.leftovers(self.prefix)

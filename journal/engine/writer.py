@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from journal.engine.settings import JournalSettings
     from journal.keys import ThreadKey
 
-__all__ = ["Mutation", "ThreadWriter", "WriterContext", "WriterOptions"]
+__all__ = ["LEFTOVER_AGE", "Mutation", "ThreadWriter", "WriterContext", "WriterOptions"]
 
 logger = logging.getLogger("journal")
 
@@ -56,6 +56,9 @@ Mutation = Callable[[AgentState], AgentState | None]
 """A state change for :meth:`ThreadWriter.update`: edit in place or return anew."""
 
 _TRANSIENT_RETRIES = 4
+LEFTOVER_AGE = 3600.0
+"""Temporary files of interrupted writes older than this (seconds) are removed by
+the next writer, after its fence (a younger one may be a reader's checkpoint)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +266,12 @@ class ThreadWriter:
         except BaseException:
             await self._release()
             raise
+        # Every earlier writer is fenced now: their temporary files are writes
+        # that were never acknowledged, and would pile up crash after crash.
+        try:
+            await self.log.remove_leftovers(LEFTOVER_AGE)
+        except JournalError as exc:
+            logger.warning("%s: could not remove leftovers: %s", self.label, exc)
         self._renewer = asyncio.create_task(
             self._renew_loop(), name=f"lease-renewal {self.label}"
         )

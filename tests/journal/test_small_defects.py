@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from journal import InvalidKeyError, Journal, ThreadKey
+from journal import InvalidKeyError, Journal, MessageAppended, Msg, ThreadKey
 from journal.layout import ThreadLayout
 from tests.journal.test_corruption import (
     Where,
@@ -63,3 +63,32 @@ def test_a_lone_surrogate_in_an_id_is_named_as_such():
     with pytest.raises(InvalidKeyError, match="surrogate") as info:
         ThreadKey("agent\ud800", "s")
     assert "control character" not in str(info.value)
+
+
+@pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
+async def test_the_next_writer_removes_old_leftovers(tmp_path, segments):
+    """Temporary files of interrupted writes no longer pile up crash after crash."""
+    import os
+    import time
+
+    root = tmp_path / "j"
+    j = Journal.open(str(root), segments=segments)
+    key = new_key()
+    async with j.writer(key) as w:
+        await w.append([MessageAppended(Msg("user", "one"))])
+    log_dir = root / key.prefix / "log"
+    old = [log_dir / f".tmp-old{i}" for i in range(3)]
+    young = log_dir / ".tmp-young"
+    for path in [*old, young]:
+        path.write_bytes(b"an interrupted write")
+    hour_ago = time.time() - 2 * 3600
+    for path in old:
+        os.utime(path, (hour_ago, hour_ago))
+    assert len((await j.verify(key)).warnings) == 4
+    async with Journal.open(str(root), segments=segments).writer(key) as w:
+        await w.append([MessageAppended(Msg("user", "two"))])
+    assert not any(p.exists() for p in old)
+    assert young.exists()  # perhaps a reader's checkpoint, being written
+    report = await j.verify(key)
+    assert report.ok
+    assert len(report.warnings) == 1
