@@ -12,8 +12,9 @@ flushed at once, so the parent can tell what was acknowledged before it killed u
 * ``race IDENT ROUNDS PER_ROUND``: ROUNDS times take the lease (waiting), print
   ``FENCE version epoch``, append PER_ROUND records printing ``ACK version batch
   epoch``, release.
-* ``crash ROUND CHECKPOINT_EVERY``: print ``START``, take over the lease as holder
-  ``crasher`` and append forever, printing ``READY`` and ``ACK version batch``; the
+* ``crash ROUND CHECKPOINT_EVERY [LAYOUT]`` (``segments``, the default, or
+  ``files``): print ``START``, take over the lease as holder ``crasher`` and append
+  forever, printing ``READY`` and ``ACK version batch``; the
   parent kills us.
 * ``fault POINT LAYOUT``: append 3 records, then stop (sleep) at a fault point
   inside the next write, after printing ``PAUSED POINT``; the parent kills us there.
@@ -193,6 +194,8 @@ async def main(argv: list[str]) -> int:
     key = ThreadKey(**json.loads(key_json))
     checkpoint_every = int(args[1]) if mode == "crash" else 100
     options = {"segments": args[1] == "segments"} if mode == "fault" else {}
+    if mode == "crash" and len(args) > 2:
+        options = {"segments": args[2] != "files"}
     j = Journal.open(root, checkpoint_every=checkpoint_every, **options)
     if mode == "append":
         await append(j, key, int(args[0]))
