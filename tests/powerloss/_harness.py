@@ -44,6 +44,10 @@ class Writer(Child):
                 return int(version), int(epoch)
         return None
 
+    def stopped(self) -> bool:
+        """Whether the writer stopped on its own (its lease renewals fell behind)."""
+        return any(line.startswith("stopped ") for line in self.lines)
+
     def acked(self) -> list[tuple[int, str]]:
         """``(version, rest)`` of every ``ack`` line, in order."""
         out = []
@@ -54,13 +58,15 @@ class Writer(Child):
         return out
 
 
-def cut_at_random(fs: LazyFS, child: Writer, rng: random.Random) -> Writer:
+def cut_at_random(
+    fs: LazyFS, child: Writer, rng: random.Random, max_delay: float = MAX_DELAY
+) -> Writer:
     """Let the writer go, cut the power at a random moment, return the dead writer."""
     try:
         child.go()
         if rng.random() >= ACQUIRE_SHARE:
             child.wait_for("ready")
-        time.sleep(rng.uniform(0.0, MAX_DELAY))
+        time.sleep(rng.uniform(0.0, max_delay))
         fs.power_cut(child.proc)
         rc = child.finish()
         if rc != -signal.SIGKILL:
@@ -74,7 +80,10 @@ def cut_at_random(fs: LazyFS, child: Writer, rng: random.Random) -> Writer:
 
 
 def rounds(
-    fs: LazyFS, cfgs: list[dict[str, Any]], rng: random.Random
+    fs: LazyFS,
+    cfgs: list[dict[str, Any]],
+    rng: random.Random,
+    max_delay: float = MAX_DELAY,
 ) -> Iterator[Writer]:
     """One dead writer per config, each cut at a random moment.
 
@@ -87,7 +96,7 @@ def rounds(
         for i, cfg in enumerate(cfgs):
             child = spare if spare is not None else Writer(cfg, fs.base)
             spare = None
-            dead = cut_at_random(fs, child, rng)
+            dead = cut_at_random(fs, child, rng, max_delay)
             if i + 1 < len(cfgs):
                 spare = Writer(cfgs[i + 1], fs.base)
             yield dead

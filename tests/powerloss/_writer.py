@@ -13,6 +13,8 @@ power:
   ``holder``, ``wait``, ``round`` (prefix of the batch ids), ``blob_every`` (every
   n-th append carries an event larger than the blob threshold; 0: none),
   ``retain_every`` (``Journal.retain(window=0)`` after every n-th append; 0: never).
+  A writer fenced because its lease renewals fell behind prints ``stopped REASON``
+  and idles until it is killed.
 * mode ``state``: ``ready VERSION`` after loading the slot of a
   ``JsonFileAgentStateStore`` at ``root``, then ``ack VERSION`` per save, forever;
   the state saved as version V has summary ``s-V``.
@@ -26,7 +28,7 @@ import signal
 import sys
 from typing import Any
 
-from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
 from projections import AgentState
 from stores import JsonFileAgentStateStore
 
@@ -69,7 +71,13 @@ async def journal_writer(cfg: dict[str, Any]) -> None:
     while True:
         batch = f"{cfg['round']}-{i}"
         message = Msg("user", text_of(batch, is_big(i, blob_every)))
-        rec = await w.append([MessageAppended(message)], batch_id=batch)
+        try:
+            rec = await w.append([MessageAppended(message)], batch_id=batch)
+        except FencedError as exc:
+            # A writer whose renewals fall behind stops before its lease could
+            # expire (README, "No interleaving writers"): by design, not a failure.
+            out(f"stopped {exc}")
+            await asyncio.sleep(3600)
         out(f"ack {rec.version} {batch}")
         if retain_every and i % retain_every == retain_every - 1:
             await j.retain(key, window=0)

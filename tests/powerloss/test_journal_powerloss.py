@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from journal import Journal, LeaseAcquired, MessageAppended, Msg, ThreadKey
-from tests.powerloss._harness import rounds
+from tests.powerloss._harness import MAX_DELAY, rounds
 from tests.powerloss._writer import is_big, text_of
 from tests.powerloss.conftest import SEED
 
@@ -36,7 +36,15 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.powerloss
 
-KEY = ThreadKey("powerloss", "session", user_id="u")
+# A scenario starts a new thread every this many rounds: the checks read the whole
+# thread after every cut, and a bounded thread keeps a full-size run linear.
+ROUNDS_PER_THREAD = 20
+
+
+def _key(round_: int) -> ThreadKey:
+    return ThreadKey("powerloss", f"session-{round_ // ROUNDS_PER_THREAD}", user_id="u")
+
+
 # What verify may say after a power cut (docs/FORMAT.md, README "Guarantees"): an
 # interrupted write leaves a temporary file; the unsynced hint may be lost or name a
 # checkpoint that was not synced; an interrupted retention leaves records behind.
@@ -57,6 +65,8 @@ class Scenario:
     blob_every: int = 0
     retain_every: int = 0
     lease_ttl: float = 30.0
+    # How late after the writer is ready the cut may come (s).
+    max_delay: float = MAX_DELAY
     # Each round's writer is a new holder waiting for the dead one's lease to
     # expire (else every writer is the same holder, which takes over at once).
     takeover: bool = False
@@ -73,7 +83,14 @@ def _scenarios() -> list[Scenario]:
             Scenario(f"{layout}-plain", segments),
             Scenario(f"{layout}-blobs", segments, checkpoint_every=10, blob_every=2),
             Scenario(f"{layout}-checkpoints", segments, checkpoint_every=2),
-            Scenario(f"{layout}-renewal", segments, lease_ttl=0.4, takeover=True),
+            # Renewals every 0.2 s, cuts up to 0.7 s in: a few renewals per round.
+            Scenario(
+                f"{layout}-renewal",
+                segments,
+                lease_ttl=0.4,
+                takeover=True,
+                max_delay=0.7,
+            ),
             Scenario(
                 f"{layout}-retention", segments, checkpoint_every=3, retain_every=4
             ),
@@ -86,6 +103,7 @@ class Ledger:
     """What the parent knows the thread holds, from acknowledgements and reads."""
 
     scenario: Scenario
+    key: ThreadKey
     batches: dict[int, str] = field(default_factory=dict)
     """version -> batch id of every commit known (fences: "")."""
     hashes: dict[int, str] = field(default_factory=dict)
@@ -107,11 +125,16 @@ class Ledger:
         assert known == batch, f"{where}: version {version} is {batch!r}, was {known!r}"
 
 
-def _retained_from(root: Path) -> int:
-    markers = list(root.rglob("RETENTION"))
-    if not markers:
+def _retained_from(root: Path, key: ThreadKey) -> int:
+    # The layout of docs/FORMAT.md; these ids need no escaping.
+    marker = (
+        (root / key.namespace / key.agent_id / str(key.user_id) / key.session_id)
+        / key.thread_id
+        / "RETENTION"
+    )
+    if not marker.exists():
         return 1
-    return int(json.loads(markers[0].read_bytes())["checkpoint"])
+    return int(json.loads(marker.read_bytes())["checkpoint"])
 
 
 def _message(record: Record) -> str | None:
@@ -140,8 +163,9 @@ async def _check_round(
     where = f"{s.name} round {round_} (seed {SEED})"
     j = Journal.open(root, segments=s.segments, checkpoint_every=s.checkpoint_every)
     try:
-        first = _retained_from(root)
-        records = [r async for r in j.records(KEY, start=first)]
+        key = ledger.key
+        first = _retained_from(root, key)
+        records = [r async for r in j.records(key, start=first)]
         versions = [r.version for r in records]
         assert versions == list(range(first, first + len(records))), where
         head = versions[-1] if versions else first - 1
@@ -193,8 +217,8 @@ async def _check_round(
         if ready is not None:
             ledger.epoch = max(ledger.epoch, ready[1])
 
-        _assert_verify_clean(await j.verify(KEY), f"{where}, after the cut")
-        state = await j.load(KEY)
+        _assert_verify_clean(await j.verify(key), f"{where}, after the cut")
+        state = await j.load(key)
         assert state.version == head, where
         batches = [ledger.batches[v] for v in range(1, head + 1)]
         expected = [ledger.text(b) for b in batches if b]
@@ -206,7 +230,7 @@ async def _check_round(
         # clean close, and verify still clean.
         holder = f"parent-{round_}" if s.takeover else "powerloss"
         w = await j.acquire(
-            KEY, holder=holder, lease_ttl=s.lease_ttl, wait=s.lease_ttl * 4 + 5
+            key, holder=holder, lease_ttl=s.lease_ttl, wait=s.lease_ttl * 4 + 5
         )
         assert w.epoch > ledger.epoch, (
             f"{where}: the next writer's epoch {w.epoch} is not above {ledger.epoch}"
@@ -220,23 +244,24 @@ async def _check_round(
         ledger.know(rec.version, batch, where)
         ledger.epoch = w.epoch
         ledger.head = rec.version
-        async for r in j.records(KEY, start=fence):
+        async for r in j.records(key, start=fence):
             ledger.hashes[r.version] = r.hash
-        _assert_verify_clean(await j.verify(KEY), f"{where}, after the next writer")
+        _assert_verify_clean(await j.verify(key), f"{where}, after the next writer")
     finally:
         await j.aclose()
 
 
 def _config(scenario: Scenario, root: Path, round_: int) -> dict[str, Any]:
+    key = _key(round_)
     return {
         "mode": "journal",
         "root": str(root),
         "key": {
-            "agent_id": KEY.agent_id,
-            "session_id": KEY.session_id,
-            "user_id": KEY.user_id,
-            "thread_id": KEY.thread_id,
-            "namespace": KEY.namespace,
+            "agent_id": key.agent_id,
+            "session_id": key.session_id,
+            "user_id": key.user_id,
+            "thread_id": key.thread_id,
+            "namespace": key.namespace,
         },
         "segments": scenario.segments,
         "checkpoint_every": scenario.checkpoint_every,
@@ -255,15 +280,23 @@ def test_power_cut_keeps_acknowledged_commits(
 ) -> None:
     root = lazyfs.mount_point / "journal"
     rng = random.Random(f"{SEED}:{scenario.name}")  # noqa: S311 - cut times
-    ledger = Ledger(scenario)
+    ledger = Ledger(scenario, _key(0))
+    acked = in_flight = 0
     cfgs = [_config(scenario, root, r) for r in range(cuts)]
-    with contextlib.closing(rounds(lazyfs, cfgs, rng)) as dead_writers:
+    stopped = 0
+    dead_writers = rounds(lazyfs, cfgs, rng, scenario.max_delay)
+    with contextlib.closing(dead_writers):
         for round_, child in enumerate(dead_writers):
+            stopped += child.stopped()
+            if _key(round_) != ledger.key:
+                acked, in_flight = acked + ledger.acked, in_flight + ledger.in_flight
+                ledger = Ledger(scenario, _key(round_))
             asyncio.run(
                 _check_round(root, ledger, round_, child.ready(), child.acked())
             )
     print(
-        f"\npowerloss {scenario.name}: {lazyfs.cuts} cuts, {ledger.acked} acknowledged "
-        f"commits, 0 lost, {ledger.in_flight} unacknowledged commits survived, "
-        f"head {ledger.head}"
+        f"\npowerloss {scenario.name}: {lazyfs.cuts} cuts, "
+        f"{acked + ledger.acked} acknowledged commits, 0 lost, "
+        f"{in_flight + ledger.in_flight} unacknowledged commits survived, "
+        f"{stopped} writers stopped by their lease guard"
     )
