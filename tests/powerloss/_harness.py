@@ -1,0 +1,105 @@
+"""Writer children on a LazyFS mount, cut at random moments, and what they acked."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.journal._procs import Child
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Iterator
+
+    from tests.powerloss._lazyfs import LazyFS
+
+WRITER = Path(__file__).with_name("_writer.py")
+# A cut lands uniformly within this many seconds after the writer starts work (its
+# acquire: lease, replay, fence, about 0.05-0.15 s on an idle machine) or, three
+# times in four, after it is ready (appends, checkpoints, renewals, retention):
+# how long an acquire takes does not decide where most cuts land.
+MAX_DELAY = 0.35
+ACQUIRE_SHARE = 0.25
+
+
+class Writer(Child):
+    """A ``_writer.py`` child; its lines are collected as they come."""
+
+    def __init__(self, cfg: dict[str, Any], errors: Path) -> None:
+        self._start(str(cfg["mode"]), [str(WRITER), json.dumps(cfg)], errors)
+
+    def go(self) -> None:
+        """Let the writer start its work (it waits after its imports)."""
+        self.wait_for("start")
+        self.proc.send_signal(signal.SIGUSR1)
+
+    def ready(self) -> tuple[int, int] | None:
+        """(fence version, epoch) from ``ready``, or None if it never got there."""
+        for line in self.lines:
+            if line.startswith("ready "):
+                _, version, epoch = line.split()
+                return int(version), int(epoch)
+        return None
+
+    def stopped(self) -> bool:
+        """Whether the writer stopped on its own (its lease renewals fell behind)."""
+        return any(line.startswith("stopped ") for line in self.lines)
+
+    def acked(self) -> list[tuple[int, str]]:
+        """``(version, rest)`` of every ``ack`` line, in order."""
+        out = []
+        for line in self.lines:
+            if line.startswith("ack "):
+                _, version, *rest = line.split()
+                out.append((int(version), " ".join(rest)))
+        return out
+
+
+def cut_at_random(
+    fs: LazyFS, child: Writer, rng: random.Random, max_delay: float = MAX_DELAY
+) -> Writer:
+    """Let the writer go, cut the power at a random moment, return the dead writer."""
+    try:
+        child.go()
+        if rng.random() >= ACQUIRE_SHARE:
+            child.wait_for("ready")
+        time.sleep(rng.uniform(0.0, max_delay))
+        fs.power_cut(child.proc)
+        rc = child.finish()
+        if rc != -signal.SIGKILL:
+            raise AssertionError(
+                f"the writer ended by itself (exit {rc}) before the cut: "
+                f"{child.lines[-3:]}, stderr: {child.stderr()}"
+            )
+    finally:
+        child.close()
+    return child
+
+
+def rounds(
+    fs: LazyFS,
+    cfgs: list[dict[str, Any]],
+    rng: random.Random,
+    max_delay: float = MAX_DELAY,
+) -> Iterator[Writer]:
+    """One dead writer per config, each cut at a random moment.
+
+    The next writer is started (it imports, then waits) before the caller checks
+    the last cut, so that its start-up overlaps the checks. Use it under
+    ``contextlib.closing`` so that a failed check also ends the spare writer.
+    """
+    spare: Writer | None = None
+    try:
+        for i, cfg in enumerate(cfgs):
+            child = spare if spare is not None else Writer(cfg, fs.base)
+            spare = None
+            dead = cut_at_random(fs, child, rng, max_delay)
+            if i + 1 < len(cfgs):
+                spare = Writer(cfgs[i + 1], fs.base)
+            yield dead
+    finally:
+        if spare is not None:
+            spare.close()
