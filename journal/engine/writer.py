@@ -373,8 +373,9 @@ class ThreadWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         if self._checkpointer is not None:
-            with contextlib.suppress(JournalError):
-                await self._checkpointer
+            # Derived data: however the background checkpoint ended (failed, or
+            # its task cancelled), closing goes on; its done callback logged it.
+            await asyncio.wait([self._checkpointer])
         await self._release()
 
     @property
@@ -693,8 +694,7 @@ class ThreadWriter:
         async with self._lock:
             self._check_writable()
             if self._checkpointer is not None:
-                with contextlib.suppress(JournalError):
-                    await self._checkpointer
+                await asyncio.wait([self._checkpointer])
             snapshot = self._snapshot()
             self._last_checkpoint = self.version
             await self._write_checkpoint(snapshot)
