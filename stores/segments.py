@@ -1084,12 +1084,6 @@ class SegmentSet:
         """The live names of one segment file of ``directory``."""
         return self.segment(os.path.join(directory, segment_file)).names()
 
-    def torn_tail(self, directory: str, segment_file: str) -> int:
-        """Bytes of an interrupted append at the end of a segment (0 if none)."""
-        segment = self.segment(os.path.join(directory, segment_file))
-        segment.names()
-        return segment.index.torn
-
     def inspect_tail(self, directory: str, segment_file: str) -> SegmentTail:
         """What lies past the valid frames of a segment, and its repaired frames.
 

@@ -194,16 +194,6 @@ class ThreadLog:
         data, _ = await self.store.read(self.record_key(version))
         return codec.parse_record(data, label=self.label, version=version)
 
-    async def read_range(self, versions: Sequence[int]) -> list[codec.ParsedRecord]:
-        """Read and verify several records (concurrently); a missing one is corrupt."""
-        raw = await self.store.read_many([self.record_key(v) for v in versions])
-        out = []
-        for version, data in zip(versions, raw, strict=True):
-            if data is None:
-                raise CorruptRecordError(self.label, version, "record is missing")
-            out.append(codec.parse_record(data, label=self.label, version=version))
-        return out
-
     async def read_blobs(
         self, digests: Sequence[str], owners: dict[str, int] | None = None
     ) -> dict[str, bytes]:
