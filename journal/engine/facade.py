@@ -135,6 +135,7 @@ class Journal:
         fence_events: Sequence[object] = (),
         create_only: bool = False,
         recover_runs: bool = True,
+        defer_fence: bool = False,
     ) -> WriterContext:
         """Acquire the thread's writer lease; use as ``async with``.
 
@@ -148,6 +149,8 @@ class Journal:
             create_only: Refuse (``VersionConflictError``) if the thread exists.
             recover_runs: Record ``RunInterrupted(by="recovery")`` for a run the
                 previous writer left unfinished, in the fence record.
+            defer_fence: Carry the fence in the writer's first record instead of
+                its own (see ``WriterOptions.defer_fence``).
 
         Raises:
             LeaseHeldError: Another holder's lease is live.
@@ -164,6 +167,7 @@ class Journal:
             tuple(fence_events),
             create_only,
             recover_runs,
+            defer_fence,
         )
         return WriterContext(self.settings, key, options)
 
@@ -177,6 +181,7 @@ class Journal:
         fence_events: Sequence[object] = (),
         create_only: bool = False,
         recover_runs: bool = True,
+        defer_fence: bool = False,
     ) -> ThreadWriter:
         """Acquire a writer without a context manager; ``close()`` it when done."""
         return await self.writer(
@@ -187,6 +192,7 @@ class Journal:
             fence_events=fence_events,
             create_only=create_only,
             recover_runs=recover_runs,
+            defer_fence=defer_fence,
         ).acquire()
 
     async def save_state(

@@ -80,6 +80,9 @@ class LeaseRecord(msgspec.Struct, frozen=True):
         acquired_at: When this epoch was acquired (renewals keep it).
         ttl: The lease duration the holder renews it for; 0.0 when not recorded
             (a ``LEASE`` written before the field existed).
+        idle: The holder keeps the lease between operations and runs none now:
+            another holder may take it at once (the next epoch fences the idle
+            holder, whose next operation then starts over from the log).
     """
 
     holder: str
@@ -87,6 +90,7 @@ class LeaseRecord(msgspec.Struct, frozen=True):
     expires_at: float
     acquired_at: float
     ttl: float = 0.0
+    idle: bool = False
 
 
 class _LeaseObject(msgspec.Struct, omit_defaults=True):
@@ -97,6 +101,7 @@ class _LeaseObject(msgspec.Struct, omit_defaults=True):
     expires_at: float
     acquired_at: float
     ttl: float | None = None
+    idle: bool = False
     sha256: str | None = None
 
 
@@ -144,18 +149,21 @@ def lease_checksum(record: LeaseRecord) -> str:
 
     The canonical encoding is the compact JSON array ``[holder, epoch, expires_at,
     acquired_at, ttl]`` with the three times as floats in shortest round-trip form,
-    so the checksum depends on the values only, not on how the JSON is spaced.
+    so the checksum depends on the values only, not on how the JSON is spaced. An
+    idle lease appends ``true``: a reader that predates the flag then finds the
+    checksum wrong and reads the lease as proving no live holder, which is what an
+    idle lease means.
     """
-    canonical = msgspec.json.encode(
-        [
-            record.holder,
-            record.epoch,
-            float(record.expires_at),
-            float(record.acquired_at),
-            float(record.ttl),
-        ]
-    )
-    return hashlib.sha256(canonical).hexdigest()
+    fields: list[object] = [
+        record.holder,
+        record.epoch,
+        float(record.expires_at),
+        float(record.acquired_at),
+        float(record.ttl),
+    ]
+    if record.idle:
+        fields.append(True)
+    return hashlib.sha256(msgspec.json.encode(fields)).hexdigest()
 
 
 def encode_lease(record: LeaseRecord) -> bytes:
@@ -167,6 +175,7 @@ def encode_lease(record: LeaseRecord) -> bytes:
             record.expires_at,
             record.acquired_at,
             record.ttl,
+            record.idle,
             lease_checksum(record),
         )
     )
@@ -191,7 +200,7 @@ def decode_lease(data: bytes) -> tuple[LeaseRecord, str | None, bool]:
     except msgspec.DecodeError as exc:
         return _placeholder(_epoch_floor(data)), f"unreadable ({exc})", False
     record = LeaseRecord(
-        obj.holder, obj.epoch, obj.expires_at, obj.acquired_at, obj.ttl or 0.0
+        obj.holder, obj.epoch, obj.expires_at, obj.acquired_at, obj.ttl or 0.0, obj.idle
     )
     if obj.sha256 is None:
         return record, None, False
@@ -271,7 +280,8 @@ async def acquire_lease(
 ) -> LeaseState:
     """Take the lease at the next epoch, or raise ``LeaseHeldError``.
 
-    The same holder may take over its own unexpired lease (a restarted process).
+    The same holder may take over its own unexpired lease (a restarted process), and
+    anyone may take a lease its holder marked idle.
 
     Args:
         store: The thread's store.
@@ -301,6 +311,7 @@ async def acquire_lease(
             current is not None
             and current.holder != holder
             and current.expires_at > now
+            and not current.idle
         ):
             remaining = deadline - time.monotonic()
             if remaining <= 0:

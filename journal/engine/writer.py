@@ -73,6 +73,13 @@ class WriterOptions:
         create_only: Refuse (``VersionConflictError``) if the thread exists.
         recover_runs: Record ``RunInterrupted(by="recovery")`` for a run the
             previous writer left unfinished, in the fence record.
+        defer_fence: Commit the fence (``LeaseAcquired``, and ``ThreadCreated`` for
+            a new thread) in the writer's first record instead of a record of its
+            own, so a writer that commits nothing writes nothing to the log. Not
+            when the fence record has something to say at once (a recovered run,
+            ``fence_events``, ``create_only``). Not for idempotent appends: a
+            ``batch_id`` retried by a later writer would not match its first
+            record, which holds the fence too.
     """
 
     holder: str
@@ -81,6 +88,7 @@ class WriterOptions:
     fence_events: tuple[object, ...] = ()
     create_only: bool = False
     recover_runs: bool = True
+    defer_fence: bool = False
 
     def __post_init__(self) -> None:
         if self.lease_ttl <= 0:
@@ -160,6 +168,10 @@ class ThreadWriter:
         self._steps_seen = 0
         self._uncertain: dict[int, tuple[str, bytes]] = {}
         self._lock = asyncio.Lock()
+        # Every write of LEASE (renewal, idle marks, release) swaps one etag.
+        self._lease_lock = asyncio.Lock()
+        # The fence events a deferred fence adds to the first record.
+        self._fence_pending: list[object] = []
 
     @property
     def label(self) -> str:
@@ -251,14 +263,23 @@ class ThreadWriter:
                     )
                 )
             events.append(ev.LeaseAcquired(self.epoch, self.holder))
-            if options.recover_runs and self.state.active_run_id is not None:
+            recover = options.recover_runs and self.state.active_run_id is not None
+            if recover and self.state.active_run_id is not None:
                 events.append(
                     ev.RunInterrupted(
                         self.state.active_run_id, reason="recovered", by="recovery"
                     )
                 )
             events.extend(options.fence_events)
-            await self._commit(events, None, None, None)
+            if (
+                options.defer_fence
+                and not recover
+                and not options.fence_events
+                and not create_only
+            ):
+                self._fence_pending = events
+            else:
+                await self._commit(events, None, None, None)
             if create_only and self.base_version != 0:
                 raise VersionConflictError(
                     self.label, 0, self.base_version, "the thread already exists"
@@ -306,17 +327,30 @@ class ThreadWriter:
         if lost:
             raise self._fence(epoch, "lease was taken")
 
-    async def _extend_lease(self, lease: LeaseState) -> tuple[bool, int | None]:
-        """CAS the lease to a fresh expiry at our epoch.
+    async def _extend_lease(
+        self, lease: LeaseState, idle: bool | None = None
+    ) -> tuple[bool, int | None]:
+        """CAS the lease to a fresh expiry at our epoch (and ``idle``, if given).
 
         Returns:
             ``(False, None)`` when extended; ``(True, epoch)`` when another holder
             has the lease (``epoch`` is what ``LEASE`` holds now, None if gone).
         """
+        async with self._lease_lock:
+            # A concurrent write (renewal, idle mark) may have swapped the etag.
+            lease = self._lease or lease
+            return await self._swap_lease(lease, idle)
+
+    async def _swap_lease(
+        self, lease: LeaseState, idle: bool | None
+    ) -> tuple[bool, int | None]:
         started = time.monotonic()
         now = self.settings.clock()
         record = msgspec.structs.replace(
-            lease.record, expires_at=now + self.ttl, ttl=self.ttl
+            lease.record,
+            expires_at=now + self.ttl,
+            ttl=self.ttl,
+            idle=lease.record.idle if idle is None else idle,
         )
         try:
             etag = await self.log.write_lease(record, lease.etag)
@@ -356,9 +390,51 @@ class ThreadWriter:
         self._lease = None
         if lease is None or self._fenced is not None:
             return
-        record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
-        with contextlib.suppress(JournalError):
-            await self.log.write_lease(record, lease.etag)
+        record = msgspec.structs.replace(
+            lease.record, expires_at=self.settings.clock(), idle=False
+        )
+        async with self._lease_lock:
+            with contextlib.suppress(JournalError):
+                await self.log.write_lease(record, lease.etag)
+
+    async def set_idle(self, idle: bool) -> bool:
+        """Mark the lease idle (takeable by anyone) or busy again, renewing it.
+
+        An idle writer keeps its state and epoch between operations. Marking it
+        busy again succeeds only while no one took the lease meanwhile; then no
+        one committed either, so its state is still the thread's.
+
+        Returns:
+            Whether the lease is still ours (False: the writer is fenced now).
+        """
+        lease = self._lease
+        if lease is None or self._closed or self._fenced is not None:
+            return False
+        try:
+            lost, epoch = await self._extend_lease(lease, idle)
+        except JournalError as exc:
+            # Unknown whether the swap landed: the lease cannot be trusted.
+            self._fence(None, f"marking the lease failed: {exc}")
+            return False
+        if lost:
+            self._fence(epoch, "lease was taken while idle")
+            return False
+        return True
+
+    @property
+    def idle(self) -> bool:
+        """Whether the lease is marked idle (see :meth:`set_idle`)."""
+        return self._lease is not None and self._lease.record.idle
+
+    @property
+    def lease_valid(self) -> bool:
+        """Whether this writer can still commit: open, not fenced, lease in time."""
+        return (
+            not self._closed
+            and self._fenced is None
+            and self._lease is not None
+            and time.monotonic() <= self._valid_until
+        )
 
     async def close(self) -> None:
         """Finish a pending checkpoint, stop renewing and release the lease.
@@ -475,6 +551,10 @@ class ThreadWriter:
                 return done
         if expected_version is not None and expected_version != self.version:
             raise VersionConflictError(self.label, expected_version, self.version)
+        if self._fence_pending:
+            events = [*self._fence_pending, *events]
+            if local_events is not None:
+                local_events = [*self._fence_pending, *local_events]
         # 32 random hex digits, as uuid4().hex gives, at a sixth of its cost.
         batch = batch_id or os.urandom(16).hex()
         attempts = 0
@@ -645,6 +725,8 @@ class ThreadWriter:
         self.state = state
         self.version = record.version
         self._head_hash = digest
+        if record.epoch == self.epoch:
+            self._fence_pending = []  # it travelled in this record
         self._window.add(record.version, record.batch_id, content_digest)
         if self.settings.policy.due(self.version, self._last_checkpoint, state.context):
             self._schedule_checkpoint()
