@@ -365,6 +365,14 @@ for _cls in _BUILTINS:
 _BUILTIN_NAMES = frozenset(_BY_NAME)
 
 
+def _tool_call_completed_v2(fields: dict[str, Any]) -> dict[str, Any]:
+    # Schema 1 had no message_id: its tool message was a MessageAppended of its own.
+    return fields
+
+
+register_upcaster("ToolCallCompleted", 1, _tool_call_completed_v2)
+
+
 # --- records --------------------------------------------------------------------
 
 _encoder = msgspec.msgpack.Encoder()

@@ -11,7 +11,8 @@ Errors are grouped by what the caller must do next::
     │   └── FencedError                  our epoch was superseded: stop, never retry
     ├── RunError
     │   ├── UncertainToolCallsError      reconcile these tool calls before a new run
-    │   └── DuplicateRunError            an explicit run id the journal already has
+    │   ├── DuplicateRunError            an explicit run id the journal already has
+    │   └── RecursiveRunError            a run started inside a run, on its thread
     ├── StorageError                     the backend failed (.transient: retry later)
     │   ├── ObjectExistsError            create() found the key taken
     │   ├── ObjectNotFoundError          read()/replace() found no such key
@@ -48,6 +49,7 @@ __all__ = [
     "ObjectExistsError",
     "ObjectNotFoundError",
     "PreconditionFailedError",
+    "RecursiveRunError",
     "RunError",
     "StaleStateError",
     "StorageError",
@@ -174,6 +176,28 @@ class UncertainToolCallsError(RunError):
 
 class DuplicateRunError(RunError):
     """An explicit run id is already in the journal."""
+
+
+class RecursiveRunError(RunError):
+    """A run was started, from inside a run, on that run's own thread.
+
+    The outer run holds the thread (its lock and lease) until the inner one returns,
+    so the inner one could never start: a sub-agent needs its own thread (another
+    agent id, or another ``thread_id``).
+
+    Attributes:
+        key: A readable name of the thread.
+        parent_run_id: The run already running there.
+    """
+
+    def __init__(self, key: str, parent_run_id: str) -> None:
+        self.key = key
+        self.parent_run_id = parent_run_id
+        super().__init__(
+            f"{key}: cannot start a run from inside run {parent_run_id} on the same "
+            "thread; give the sub-agent its own thread (another agent_id or "
+            "thread_id)"
+        )
 
 
 class StorageError(JournalError):

@@ -154,11 +154,16 @@ class LeaseAcquired(Event, frozen=True):
 
 
 class RunStarted(Event, frozen=True):
-    """An agent run (one execution of a call) began."""
+    """An agent run (one execution of a call) began.
+
+    A sub-agent's run (one started from inside another run's tool) names the run
+    that started it and that run's thread (``str`` of its ``ThreadKey``).
+    """
 
     run_id: str
     turn_id: str | None = None
     parent_run_id: str | None = None
+    parent_thread: str | None = None
 
 
 class RunCompleted(Event, frozen=True):
@@ -217,11 +222,28 @@ class ToolCallRequested(Event, frozen=True):
 
 
 class ToolCallCompleted(Event, frozen=True):
-    """A tool call's result."""
+    """A tool call's result.
+
+    With ``message_id`` set (schema 2), the result also joins the context as the tool
+    message ``Msg("tool", [ToolResultBlock(call_id, output, is_error)], name=name,
+    id=message_id)``, so the output is stored once. Schema 1 events (no
+    ``message_id``) were followed by a ``MessageAppended`` of that message instead.
+    """
+
+    schema: ClassVar[int] = 2
 
     call_id: str
     output: Any = None
     is_error: bool = False
+    message_id: str | None = None
+    name: str | None = None
+
+    def message(self) -> Msg | None:
+        """The tool message this result adds to the context (None for schema 1)."""
+        if self.message_id is None:
+            return None
+        block = ToolResultBlock(self.call_id, self.output, self.is_error)
+        return Msg("tool", [block], name=self.name, id=self.message_id)
 
 
 class ToolCallReconciled(Event, frozen=True):

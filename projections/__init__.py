@@ -12,7 +12,13 @@ from projections.agent_state import (
     ToolContext,
     Verification,
 )
-from projections.audit import HistoryProjection, RunLedger, ThreadCatalog
+from projections.audit import (
+    HistoryProjection,
+    RunLedger,
+    RunNode,
+    ThreadCatalog,
+    run_tree,
+)
 from projections.base import Projection, fold
 
 __all__ = [
@@ -24,9 +30,11 @@ __all__ = [
     "PlanModeContext",
     "Projection",
     "RunLedger",
+    "RunNode",
     "TasksContext",
     "ThreadCatalog",
     "ToolContext",
     "Verification",
     "fold",
+    "run_tree",
 ]

@@ -88,7 +88,9 @@ class AgentState(msgspec.Struct):
         plan_mode_context: Plan mode.
         tasks_context: Todos and the current task.
         tool_context: Active tool groups and pending tool calls.
-        shutdown_interrupted: True from an interrupted run until a run completes.
+        shutdown_interrupted: True from a run cut short by a shutdown or found
+            unfinished at recovery, until a run completes (an interrupt by the user
+            does not set it).
         active_run_id: The run that started and has not ended, if any.
         version: The head version this state includes (0: the empty thread).
     """
@@ -190,10 +192,12 @@ class AgentStateProjection:
                     event.run_id or record.run_id,
                     record.version,
                 )
-            case (
-                ev.ToolCallCompleted(call_id=call_id)
-                | ev.ToolCallReconciled(call_id=call_id)
-            ):
+            case ev.ToolCallCompleted(call_id=call_id):
+                state.tool_context.pending_calls.pop(call_id, None)
+                message = event.message()
+                if message is not None:
+                    state.context.append(message)
+            case ev.ToolCallReconciled(call_id=call_id):
                 state.tool_context.pending_calls.pop(call_id, None)
             case ev.RunStarted(run_id=run_id):
                 state.active_run_id = run_id
@@ -202,9 +206,11 @@ class AgentStateProjection:
                 state.shutdown_interrupted = False
             case ev.RunFailed(run_id=run_id):
                 _end_run(state, run_id)
-            case ev.RunInterrupted(run_id=run_id):
+            case ev.RunInterrupted(run_id=run_id, by=by):
                 _end_run(state, run_id)
-                state.shutdown_interrupted = True
+                # A recovery marker (the seed's): a user's interrupt is not one.
+                if by != "user":
+                    state.shutdown_interrupted = True
             case ev.SummarySet(summary=summary):
                 state.summary = summary
             case ev.ContextCompacted(summary=summary, replaced_ids=ids):

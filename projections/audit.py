@@ -9,6 +9,8 @@ import msgspec
 from journal import events as ev
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from journal.codec import Record
     from journal.keys import ThreadKey
 
@@ -18,8 +20,10 @@ __all__ = [
     "HistoryProjection",
     "RunEntry",
     "RunLedger",
+    "RunNode",
     "ThreadCatalog",
     "ToolCallEntry",
+    "run_tree",
 ]
 
 ToolOutcome = Literal["pending", "ok", "error", "reconciled", "unknown"]
@@ -50,6 +54,10 @@ class HistoryProjection:
         """Record messages and mark when they left the context."""
         if isinstance(event, ev.MessageAppended):
             state.append(HistoryEntry(record.version, event.message))
+        elif isinstance(event, ev.ToolCallCompleted):
+            message = event.message()
+            if message is not None:
+                state.append(HistoryEntry(record.version, message))
         elif isinstance(event, ev.ContextCleared):
             for entry in state:
                 if entry.cleared_at is None and entry.compacted_at is None:
@@ -82,7 +90,21 @@ class ToolCallEntry(msgspec.Struct):
 
 
 class RunEntry(msgspec.Struct):
-    """One run: its frame in the log and its tool calls."""
+    """One run: its frame in the log, its tool calls, and where it came from.
+
+    Attributes:
+        run_id: The run.
+        started_at: The version of its ``RunStarted``.
+        status: ``running``, ``completed``, ``failed``, ``interrupted`` (or
+            ``unfinished`` after :meth:`RunLedger.finish`).
+        ended_at: The version of its end event.
+        reason: Why it failed or was interrupted.
+        tool_calls: Its tool calls, in order.
+        turn_id: The application's turn id, if the caller gave one.
+        parent_run_id: The run that started this one (a sub-agent's run).
+        parent_thread: The thread of that run (``str`` of its key).
+        interrupted_by: Who interrupted it (``user``, ``shutdown``, ``recovery``).
+    """
 
     run_id: str
     started_at: int
@@ -90,6 +112,10 @@ class RunEntry(msgspec.Struct):
     ended_at: int | None = None
     reason: str = ""
     tool_calls: list[ToolCallEntry] = msgspec.field(default_factory=list)
+    turn_id: str | None = None
+    parent_run_id: str | None = None
+    parent_thread: str | None = None
+    interrupted_by: str | None = None
 
 
 class RunLedger:
@@ -111,13 +137,20 @@ class RunLedger:
         """Fold run frames and tool calls."""
         match event:
             case ev.RunStarted(run_id=run_id):
-                state[run_id] = RunEntry(run_id, record.version)
+                state[run_id] = RunEntry(
+                    run_id,
+                    record.version,
+                    turn_id=event.turn_id,
+                    parent_run_id=event.parent_run_id,
+                    parent_thread=event.parent_thread,
+                )
             case ev.RunCompleted(run_id=run_id):
                 self._end(state, run_id, record, "completed", "")
             case ev.RunFailed(run_id=run_id, error=error):
                 self._end(state, run_id, record, "failed", error)
             case ev.RunInterrupted(run_id=run_id, reason=reason):
                 self._end(state, run_id, record, "interrupted", reason)
+                state[run_id].interrupted_by = event.by
             case ev.ToolCallRequested():
                 run_id = event.run_id or record.run_id or ""
                 entry = state.setdefault(run_id, RunEntry(run_id, record.version))
@@ -184,6 +217,12 @@ class RunLedger:
         return state
 
     @staticmethod
+    def by_turn(state: dict[str, RunEntry], turn_id: str) -> list[RunEntry]:
+        """The runs of one application turn, in the order they started."""
+        runs = [e for e in state.values() if e.turn_id == turn_id]
+        return sorted(runs, key=lambda e: e.started_at)
+
+    @staticmethod
     def uncertain(state: dict[str, RunEntry]) -> list[ToolCallEntry]:
         """Tool calls whose outcome is unknown (or still pending)."""
         return [
@@ -192,6 +231,49 @@ class RunLedger:
             for call in entry.tool_calls
             if call.outcome in ("unknown", "pending")
         ]
+
+
+class RunNode(msgspec.Struct):
+    """One run in the run tree: where it ran, what it was, and the runs it started.
+
+    Attributes:
+        thread: The thread it ran on (``str`` of its key).
+        run: Its ledger entry.
+        children: The sub-agents' runs it started, in the order they started.
+    """
+
+    thread: str
+    run: RunEntry
+    children: list[RunNode] = msgspec.field(default_factory=list)
+
+
+def run_tree(ledgers: Mapping[str, Mapping[str, RunEntry]]) -> list[RunNode]:
+    """Link the runs of several threads into trees by their parent runs.
+
+    Args:
+        ledgers: Thread name (``str`` of its key) -> that thread's
+            :class:`RunLedger` state.
+
+    Returns:
+        The root runs (no parent, or a parent not among ``ledgers``), each with
+        its descendants; roots and children in the order they started.
+    """
+    nodes: dict[tuple[str, str], RunNode] = {}
+    for thread, ledger in ledgers.items():
+        for run_id, entry in ledger.items():
+            if run_id:
+                nodes[(thread, run_id)] = RunNode(thread, entry)
+    roots: list[RunNode] = []
+    for node in nodes.values():
+        entry = node.run
+        parent = None
+        if entry.parent_run_id is not None and entry.parent_thread is not None:
+            parent = nodes.get((entry.parent_thread, entry.parent_run_id))
+        (parent.children if parent is not None else roots).append(node)
+    for node in nodes.values():
+        node.children.sort(key=lambda n: (n.thread, n.run.started_at))
+    roots.sort(key=lambda n: (n.thread, n.run.started_at))
+    return roots
 
 
 class CatalogEntry(msgspec.Struct):

@@ -372,10 +372,11 @@ def _brief(event: object) -> str:
             return f"RunInterrupted({run_id}, by={by}, reason={reason})"
         case ev.RunStarted(run_id=run_id) | ev.RunCompleted(run_id=run_id):
             return f"{type(event).__name__}({run_id})"
-        case (
-            ev.ToolCallRequested(call_id=call_id)
-            | ev.ToolCallCompleted(call_id=call_id)
-            | ev.ToolCallReconciled(call_id=call_id)
+        case ev.ToolCallCompleted(call_id=call_id, message_id=message_id):
+            as_message = ", tool_result message" if message_id is not None else ""
+            return f"ToolCallCompleted({call_id}{as_message})"
+        case ev.ToolCallRequested(call_id=call_id) | ev.ToolCallReconciled(
+            call_id=call_id
         ):
             return f"{type(event).__name__}({call_id})"
         case ev.PermissionRuleSet(tool=name, decision=decision):
@@ -397,9 +398,11 @@ def _why(record: Record) -> tuple[str, str]:
             "the new holder's fence marks the unfinished run interrupted, at once",
         )
     if ev.ThreadCreated in kinds:
-        return "created", "a new thread; each Agent operation starts with its fence"
+        return "created", "a new thread; the fence travels in its first record"
     if kinds == {ev.LeaseAcquired}:
         return "fence", "the fence: a fresh Agent holds the lease for one operation"
+    if ev.RunStarted in kinds and ev.LeaseAcquired in kinds:
+        return "input", "a new holder's fence, with the turn's input, before the model"
     if ev.RunStarted in kinds:
         return "input", "the turn's input is durable before the model is called"
     if ev.ToolCallRequested in kinds:
@@ -655,14 +658,11 @@ async def recover(demo: Demo) -> None:
             demo.say(f"    UncertainToolCallsError: {exc}")
         else:
             raise DemoError("a call on a thread with an uncertain call was not refused")
-        head = await demo.show_since(
-            head,
-            notes={
-                ev.LeaseAcquired: (
-                    "the refused call's only record: no RunStarted, no input, and "
-                    f"the model was called {len(model.calls)} times"
-                )
-            },
+        if await demo.journal.head(demo.key("alice")) != head:
+            raise DemoError("the refused call committed something")
+        demo.say(
+            "    the refused call committed nothing: no fence, no RunStarted, no "
+            f"input, and the model was called {len(model.calls)} times"
         )
 
         demo.say("  the application checks its outbox: no such email went out")

@@ -12,14 +12,25 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING
 
-from journal.errors import JournalError, StaleStateError
+from journal import events as ev
+from journal.errors import JournalError, RecursiveRunError, StaleStateError
 from journal.keys import ThreadKey
 from journal.policy import ConflictPolicy
-from journal.runtime.context import RuntimeContext, inject_agent_state
+from journal.runtime.context import RuntimeContext, inject_agent_state, scope_of
+from journal.runtime.leases import WarmLeases
 from journal.runtime.locks import ThreadLocks
-from journal.runtime.loop import RunLoop
-from journal.runtime.run import AgentRun, Messages, RunControl, RunEvent, inputs_of
+from journal.runtime.loop import AskPermission, RunLoop
+from journal.runtime.request import RequestBuilder
+from journal.runtime.run import (
+    AgentRun,
+    Messages,
+    RunControl,
+    RunEvent,
+    inputs_of,
+    interrupt_message,
+)
 from journal.runtime.run_ids import RunIds
+from journal.runtime.scope import RunScope, current_scope, enclosing_scope
 from journal.runtime.sinks import JournalSink, SnapshotSink, fold_events
 from journal.runtime.slots import SnapshotSlots, policy_of
 from journal.runtime.tools import Tool, ToolFunction, tool
@@ -35,7 +46,6 @@ from projections.agent_state import AgentState, AgentStateProjection
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from journal import events as ev
     from journal.engine import Journal, ThreadWriter
     from journal.runtime.model import Model
     from stores.state.protocol import AgentStateStore
@@ -73,6 +83,22 @@ class Agent:
         holder: This instance's lease holder id (default: unique per instance). A
             restarted worker may pass its predecessor's id to take over that
             holder's unexpired leases at once.
+        system_prompt: The instructions every model call sees first; generated
+            for each call, never persisted (``clear_context`` keeps it).
+        request_builder: Builds each model call's request (system messages, the
+            view of tasks and plan mode, the tools offered); default a
+            ``RequestBuilder(system_prompt)``.
+        ask_permission: Decides a tool call whose permission rule is ``ask``:
+            ``(call, ctx) -> bool`` (sync or async). Without it such calls are not
+            run (the model gets an error result saying so).
+        keep_lease: Journal mode: seconds an instance keeps a thread's lease
+            after an operation, idle, with the state it holds, so the next
+            operation there pays no fence and no reload (0: release at once).
+            Any other instance may take an idle lease at once.
+        hold_lease: Journal mode: seconds the kept lease stays busy before it is
+            marked idle. Above 0 saves the two ``LEASE`` writes of a warm call
+            when one instance serves a session, but another instance must then
+            wait for it (``lease_wait``) or get ``LeaseHeldError``.
 
     Raises:
         ValueError: Neither or both of ``journal`` and ``state_store``, a bad
@@ -101,6 +127,11 @@ class Agent:
         *,
         namespace: str = "default",
         holder: str | None = None,
+        system_prompt: str | None = None,
+        request_builder: RequestBuilder | None = None,
+        ask_permission: AskPermission | None = None,
+        keep_lease: float = 30.0,
+        hold_lease: float = 0.0,
     ) -> None:
         if (journal is None) == (state_store is None):
             raise ValueError(
@@ -115,6 +146,18 @@ class Agent:
             raise ValueError(f"lease_wait must be >= 0, not {lease_wait}")
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, not {max_iterations}")
+        if keep_lease < 0 or hold_lease < 0:
+            raise ValueError(
+                f"keep_lease and hold_lease must be >= 0, not {keep_lease} and "
+                f"{hold_lease}"
+            )
+        if request_builder is not None and system_prompt is not None:
+            raise ValueError(
+                "give the system prompt to the request builder, not both "
+                "system_prompt= and request_builder="
+            )
+        if ask_permission is not None and not callable(ask_permission):
+            raise TypeError("ask_permission must be callable")
         ThreadKey(agent_id, default_session_id or "s", namespace=namespace)
         self.name = name
         self.agent_id = agent_id
@@ -136,8 +179,22 @@ class Agent:
             if built.name in self.tools:
                 raise ValueError(f"two tools are named {built.name!r}")
             self.tools[built.name] = built
-        self._specs = [t.spec for t in self.tools.values()]
+        self.request_builder = request_builder or RequestBuilder(system_prompt)
+        self.ask_permission = ask_permission
         self._locks = ThreadLocks()
+        self._leases = (
+            WarmLeases(
+                journal,
+                self.holder,
+                lease_ttl,
+                lease_wait,
+                self._locks,
+                keep=keep_lease,
+                hold=min(hold_lease, keep_lease),
+            )
+            if journal is not None
+            else None
+        )
         self._running: dict[tuple[str | None, str], set[RunControl]] = {}
         self._tasks: set[asyncio.Task[ev.Msg]] = set()
         self._run_ids = RunIds()
@@ -145,7 +202,7 @@ class Agent:
 
     # --- addressing ---
 
-    def _thread_key(
+    def thread_key(
         self,
         user_id: str | RuntimeContext | None,
         session_id: str | None = None,
@@ -177,6 +234,11 @@ class Agent:
             raise RuntimeError("snapshot mode only")
         return SnapshotSlots(self.state_store, self.conflict_policy)
 
+    def _leases_of(self) -> WarmLeases:
+        if self._leases is None:
+            raise RuntimeError("journal mode only")
+        return self._leases
+
     @contextlib.asynccontextmanager
     async def _writer(
         self, key: ThreadKey, wait: float | None = None
@@ -184,14 +246,18 @@ class Agent:
         """Hold the thread's lock and lease for one operation."""
         async with (
             self._locks.hold(key),
-            self._journal().writer(
-                key,
-                self.holder,
-                lease_ttl=self.lease_ttl,
-                wait=self.lease_wait if wait is None else wait,
-            ) as writer,
+            self._leases_of().writer(key, wait) as writer,
         ):
             yield writer
+
+    @property
+    def _owner(self) -> object:
+        # Two agents over the same journal (or store) and key share a thread.
+        return self.journal if self.journal is not None else self.state_store
+
+    def _inside(self, key: ThreadKey) -> RunScope | None:
+        """The run on ``key`` that the calling code runs inside (from its tool)."""
+        return enclosing_scope(self._owner, key)
 
     # --- calls ---
 
@@ -218,8 +284,14 @@ class Agent:
         ctx = ctx if ctx is not None else RuntimeContext.empty()
         if not isinstance(ctx, RuntimeContext):
             raise TypeError(f"ctx must be a RuntimeContext, not {type(ctx).__name__}")
-        key = self._thread_key(ctx)
-        explicit = ctx.run_id
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            raise RecursiveRunError(str(key), inside.run_id)
+        # A tool's context carries its run's id: a run started with it is a
+        # sub-agent's, with an id of its own.
+        parent = scope_of(ctx) or current_scope()
+        explicit = ctx.run_id if scope_of(ctx) is None else None
         if explicit is not None and not explicit.strip():
             raise ValueError("run_id must not be blank")
         run_id = explicit or uuid.uuid4().hex
@@ -231,7 +303,15 @@ class Agent:
             ctx,
             execute=self._execute,
             tasks=self._tasks,
+            parent_run_id=parent.run_id if parent is not None else None,
+            parent_thread=str(parent.key) if parent is not None else None,
         )
+
+    def prepare_run(
+        self, msgs: Messages, ctx: RuntimeContext | None = None
+    ) -> AgentRun:
+        """The seed's name of :meth:`prepare_call` (the same run handle)."""
+        return self.prepare_call(msgs, ctx)
 
     async def call(self, msgs: Messages, ctx: RuntimeContext | None = None) -> ev.Msg:
         """Run one call and return the final assistant reply.
@@ -261,7 +341,9 @@ class Agent:
         self,
         user_id: str | None,
         session_id: str | None = None,
-        message: str | None = None,
+        message: str | ev.Msg | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> bool:
         """Interrupt the session's running execution(s); returns at once.
 
@@ -272,19 +354,33 @@ class Agent:
         Args:
             user_id: The user (None: anonymous).
             session_id: The session (default: the agent's default session).
-            message: The reason, recorded and put in the interrupted reply.
+            message: The reason (a str, recorded and put in the interrupted reply),
+                or a ``Msg`` that also becomes the thread's next user turn, right
+                after the interrupted run (its text is the reason).
+            thread_id: Only this thread of the session (default: all of them).
 
         Returns:
-            Whether a running execution of that session was found.
+            Whether a running execution was found.
+
+        Raises:
+            TypeError: ``message`` is neither a str, a Msg nor None.
         """
+        reason, steer = interrupt_message(message)
         session = session_id if session_id is not None else self.default_session_id
-        runs = self._running.get((user_id, session or ""), set())
+        runs = [
+            run
+            for run in self._running.get((user_id, session or ""), set())
+            if thread_id is None or run.key.thread_id == thread_id
+        ]
         for run in runs:
-            run.signal.fire("user", message or "interrupted by the user")
+            run.signal.fire("user", reason, steer)
         return bool(runs)
 
     async def _execute(self, run: RunControl) -> ev.Msg:
         key = run.key
+        inside = self._inside(key)
+        if inside is not None:
+            raise RecursiveRunError(str(key), inside.run_id)
         async with self._locks.hold(key):
             if self._closed:
                 raise RuntimeError(f"agent {self.name!r} is closed")
@@ -305,14 +401,18 @@ class Agent:
     def _loop(self) -> RunLoop:
         # Built per run: the agent's settings are plain attributes a caller may set.
         return RunLoop(
-            self.name, self.model, self.tools, self._specs, self.max_iterations
+            self.name,
+            self.model,
+            self.tools,
+            self.max_iterations,
+            self._owner,
+            self.request_builder,
+            self.ask_permission,
         )
 
     async def _execute_journal(self, run: RunControl) -> ev.Msg:
         key = run.key
-        async with self._journal().writer(
-            key, self.holder, lease_ttl=self.lease_ttl, wait=self.lease_wait
-        ) as writer:
+        async with self._leases_of().writer(key) as writer:
             # The fence (and, for a run left unfinished, RunInterrupted by recovery)
             # is committed; a refused run commits nothing else.
             refuse_uncertain(key, writer.state)
@@ -358,7 +458,10 @@ class Agent:
         (by recovery) first, if no one holds the thread's lease, so the state shows
         ``shutdown_interrupted``; otherwise this only reads.
         """
-        key = self._thread_key(user_id, session_id, thread_id)
+        key = self.thread_key(user_id, session_id, thread_id)
+        inside = self._inside(key)
+        if inside is not None:
+            return inside.state.copy()
         if self.journal is None:
             return (await self._slots().load(key))[0]
         return await self._load_recovered(key, wait=0.0)
@@ -389,7 +492,10 @@ class Agent:
         Returns:
             The state after the change.
         """
-        key = self._thread_key(ctx)
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            return await inside.update(reason, mutation)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 await writer.update(reason, mutation)
@@ -417,11 +523,16 @@ class Agent:
         Raises:
             StaleStateError: ``state.version`` is no longer the thread's version.
         """
-        key = self._thread_key(ctx)
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            if inside.state.version != state.version:
+                raise StaleStateError(str(key), state.version, inside.state.version)
+            return await inside.update("save", lambda current: _saved(current, state))
         if self.journal is not None:
             async with self._writer(key) as writer:
-                if writer.base_version != state.version:
-                    raise StaleStateError(str(key), state.version, writer.base_version)
+                if writer.version != state.version:
+                    raise StaleStateError(str(key), state.version, writer.version)
                 await writer.replace_state(state, reason="save")
                 return writer.state.copy()
         async with self._locks.hold(key):
@@ -443,10 +554,14 @@ class Agent:
         Returns:
             The state after clearing.
         """
-        key = self._thread_key(user_id, session_id, thread_id)
+        key = self.thread_key(user_id, session_id, thread_id)
+        inside = self._inside(key)
+        if inside is not None:
+            return await inside.commit([ev.ContextCleared(reason)])
         if self.journal is not None:
             async with self._writer(key) as writer:
-                await writer.clear_context(reason)
+                if writer.state.context or writer.state.summary is not None:
+                    await writer.clear_context(reason)
                 return writer.state.copy()
 
         def clear(state: AgentState) -> None:
@@ -472,7 +587,10 @@ class Agent:
         takes the lease, waiting up to ``lease_wait``); while another holder keeps
         the lease, calls of its active run are not reported (they may be running).
         """
-        key = self._thread_key(ctx)
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            return uncertain_calls(inside.state)
         if self.journal is None:
             state = (await self._slots().load(key))[0]
         else:
@@ -504,7 +622,11 @@ class Agent:
             TypeError: An outcome is neither a str nor a ToolResultBlock.
         """
         blocks = {cid: outcome_block(cid, value) for cid, value in outcomes.items()}
-        key = self._thread_key(ctx)
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            events = reconcile_events(key, inside.state, blocks, reason)
+            return await inside.commit(events) if events else inside.state.copy()
         if self.journal is not None:
             async with self._writer(key) as writer:
                 events = reconcile_events(key, writer.state, blocks, reason)
@@ -524,15 +646,24 @@ class Agent:
 
         When it returns, every interrupted run's ``RunInterrupted`` is committed and
         every lease this instance held is released. New calls raise
-        ``RuntimeError``. The journal or state store given is not closed.
+        ``RuntimeError``. The journal or state store given is not closed. Called
+        from inside a run's tool, it does not wait for the runs enclosing it
+        (they wait for the tool); they end, interrupted, when it returns.
         """
         self._closed = True
         for runs in list(self._running.values()):
             for run in runs:
                 run.signal.fire("shutdown", "the agent is shutting down")
-        tasks = list(self._tasks)
+        enclosing: set[object] = set()
+        scope = current_scope()
+        while scope is not None:
+            enclosing.add(scope.task)
+            scope = scope.parent
+        tasks = [t for t in self._tasks if t not in enclosing]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._leases is not None:
+            await self._leases.close()
 
     @property
     def closed(self) -> bool:
@@ -553,3 +684,17 @@ class Agent:
     def __repr__(self) -> str:
         mode = "journal" if self.journal is not None else "snapshot"
         return f"Agent({self.name!r}, agent_id={self.agent_id!r}, mode={mode})"
+
+
+def _saved(current: AgentState, state: AgentState) -> AgentState:
+    """``state`` as a save makes it: the log's own facts stay ``current``'s."""
+    new = state.copy()
+    new.session_id, new.thread_id, new.user_id = (
+        current.session_id,
+        current.thread_id,
+        current.user_id,
+    )
+    new.active_run_id = current.active_run_id
+    new.tool_context.pending_calls = current.tool_context.pending_calls
+    new.version = current.version
+    return new

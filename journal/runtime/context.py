@@ -8,14 +8,24 @@ context: the copy a run's tools see, and the call-scoped state it shows.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from journal.keys import MAX_ID_LENGTH
+from journal.runtime.scope import RunScope
 from projections.agent_state import AgentState
 
-__all__ = ["RuntimeContext", "StateSource", "derive_context", "inject_agent_state"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "RuntimeContext",
+    "StateSource",
+    "derive_context",
+    "inject_agent_state",
+    "scope_of",
+]
 
 T = TypeVar("T")
 
@@ -75,6 +85,8 @@ class RuntimeContext(BaseModel):
     _extra: dict[str, Any] = PrivateAttr(default_factory=dict)
     _typed: dict[type[Any], Any] = PrivateAttr(default_factory=dict)
     _agent_state: AgentState | None = PrivateAttr(default=None)
+    # Set on the context a run's tools get: the run they are called by.
+    _scope: RunScope | None = PrivateAttr(default=None)
 
     @field_validator("user_id", "session_id", "thread_id", "turn_id")
     @classmethod
@@ -102,10 +114,44 @@ class RuntimeContext(BaseModel):
     def agent_state(self) -> AgentState | None:
         """The call-scoped state, injected at call entry (None outside a call).
 
-        During a call it is the state the run is building; treat it as read-only and
-        change state through the agent's methods.
+        In a tool, it is the tool's own copy of the run's state: what the tool
+        changes in it is committed when the tool returns, as the specific events
+        the change amounts to (the same in journal and snapshot mode), and a change
+        that only the log may make (runs, pending calls, identity) turns the tool's
+        result into an error. :meth:`update_state` commits at once. On the
+        caller's context it is the state as the run left it.
         """
+        scope = self._scope
+        if scope is not None and scope.open:
+            return scope.view()
         return self._agent_state
+
+    async def update_state(
+        self, reason: str, mutation: Callable[[AgentState], AgentState | None]
+    ) -> AgentState:
+        """Change the thread's state from inside a tool, committed within the run.
+
+        Args:
+            reason: Why (recorded when the change needs a whole-state record).
+            mutation: Edits the given copy, or returns a new state.
+
+        Returns:
+            The state after the change (``ctx.agent_state`` shows it too).
+
+        Raises:
+            RuntimeError: Not called with a tool's context during its run; outside
+                a run use ``Agent.update_agent_state``.
+            ValueError: The change touches the thread's identity, its runs or its
+                pending tool calls.
+        """
+        scope = self._scope
+        if scope is None:
+            raise RuntimeError(
+                "ctx.update_state works on the context a tool receives, during its "
+                "run; outside a run use Agent.update_agent_state(ctx, reason, "
+                "mutation)"
+            )
+        return await scope.update(reason, mutation)
 
     @overload
     def put(self, key: str, value: Any) -> None: ...
@@ -181,12 +227,15 @@ class StateSource(Protocol):
         ...
 
 
-def derive_context(ctx: RuntimeContext, run_id: str) -> RuntimeContext:
+def derive_context(
+    ctx: RuntimeContext, run_id: str, scope: RunScope | None = None
+) -> RuntimeContext:
     """The context a run's tools see: ``ctx``'s attributes, this execution's run id.
 
     Args:
         ctx: The caller's context.
         run_id: The run's id.
+        scope: The run, as its tools see it.
 
     Returns:
         A copy that shares ``ctx``'s attribute maps, so what a tool puts is visible
@@ -197,7 +246,16 @@ def derive_context(ctx: RuntimeContext, run_id: str) -> RuntimeContext:
     derived._extra = ctx._extra
     derived._typed = ctx._typed
     derived._agent_state = ctx._agent_state
+    derived._scope = scope
     return derived
+
+
+def scope_of(ctx: RuntimeContext) -> RunScope | None:
+    """The run whose tool was given ``ctx`` (None for a caller's own context).
+
+    Its ``run_id`` is then that run's id, not a new run's explicit id.
+    """
+    return ctx._scope
 
 
 def inject_agent_state(ctx: RuntimeContext, state: AgentState | None) -> None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
+import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from journal import events as ev
 from journal.runtime.context import derive_context, inject_agent_state
 from journal.runtime.model import ToolCall, as_response
+from journal.runtime.request import RequestBuilder, decision_for, refusal_for
+from journal.runtime.scope import RunScope, current_scope
 from journal.runtime.tools import result_of, to_jsonable
 
 if TYPE_CHECKING:
@@ -28,12 +32,21 @@ if TYPE_CHECKING:
     from journal.runtime.model import Model, ModelResponse
     from journal.runtime.run import RunControl, Signal
     from journal.runtime.sinks import Sink
-    from journal.runtime.tools import Tool, ToolSpec
+    from journal.runtime.tools import Tool
     from projections.agent_state import AgentState
 
-__all__ = ["RunLoop", "checked_calls", "result_events"]
+__all__ = ["AskPermission", "RunLoop", "checked_calls", "result_events"]
+
+AskPermission: TypeAlias = (
+    "Callable[[ToolCall, RuntimeContext], bool | Awaitable[bool]]"
+)
+"""Decides a tool call whose permission rule is ``ask``: True runs it."""
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger("journal.runtime")
+
+_DEFAULT_BUILDER = RequestBuilder()
 
 _NOT_RUN = "not run: the run was interrupted before this tool call started ({reason})"
 _CUT_SHORT = (
@@ -50,15 +63,21 @@ class RunLoop:
         name: The agent's name (the ``name`` of its messages).
         model: The model.
         tools: The tools by name.
-        specs: What the model is told about the tools.
         max_iterations: The most model calls in one run.
+        owner: Where the thread lives (the journal or state store), for the run's
+            scope.
+        builder: Builds each model call's request.
+        ask_permission: Decides a call whose permission rule is ``ask`` (None:
+            such calls are not run).
     """
 
     name: str
     model: Model
     tools: Mapping[str, Tool]
-    specs: Sequence[ToolSpec]
     max_iterations: int
+    owner: object = None
+    builder: RequestBuilder = _DEFAULT_BUILDER
+    ask_permission: AskPermission | None = None
 
     async def run(self, run: RunControl, sink: Sink) -> ev.Msg:
         """Drive one run to its end and return the final reply.
@@ -75,19 +94,25 @@ class RunLoop:
             Exception: What the model or a commit raised (after ``RunFailed`` was
                 committed, when it still could be).
         """
-        run_id, signal = run.run_id, run.signal
-        ctx = derive_context(run.context, run_id)
+        run_id = run.run_id
+        parent = current_scope()
+        scope = RunScope(self.owner, run.key, run_id, sink, run.emit, parent)
+        scope.task = asyncio.current_task()
+        ctx = derive_context(run.context, run_id, scope)
         pending: list[object] = [
-            ev.RunStarted(run_id, turn_id=run.context.turn_id),
+            ev.RunStarted(
+                run_id,
+                turn_id=run.context.turn_id,
+                parent_run_id=run.parent_run_id,
+                parent_thread=run.parent_thread,
+            ),
             *(ev.MessageAppended(m) for m in run.messages),
         ]
         # ended: the run's last record is committed; broken: a commit failed, so
         # nothing more can be recorded (the next lease holder recovers the run).
         flags = {"ended": False, "broken": False}
-        # Calls requested and not yet resolved, in order; running: the first of
-        # them is running now.
+        # Calls requested and not yet resolved, in order (the first may be running).
         open_calls: list[ToolCall] = []
-        running = False
 
         def inject() -> None:
             state = sink.state
@@ -110,6 +135,28 @@ class RunLoop:
                     run.emit(record)
 
         inject()
+        token = scope.enter()
+        try:
+            return await self._drive(
+                run, sink, scope, ctx, pending, flags, open_calls, flush
+            )
+        finally:
+            scope.close()
+            scope.leave(token)
+
+    async def _drive(
+        self,
+        run: RunControl,
+        sink: Sink,
+        scope: RunScope,
+        ctx: RuntimeContext,
+        pending: list[object],
+        flags: dict[str, bool],
+        open_calls: list[ToolCall],
+        flush: Callable[..., Awaitable[None]],
+    ) -> ev.Msg:
+        run_id, signal = run.run_id, run.signal
+        running = False
         try:
             for _ in range(self.max_iterations):
                 await flush()  # the input and results are durable before the model
@@ -146,10 +193,13 @@ class RunLoop:
                         return await self._interrupted(run, flush, open_calls)
                     run.emit(call)
                     running = True
+                    scope.begin_tool()
                     block, cut_short = await self._run_tool(
                         call, sink.state, ctx, signal
                     )
                     running = False
+                    if not cut_short:
+                        block = await self._settle(scope, call, block)
                     del open_calls[0]
                     run.emit(block)
                     pending.extend(result_events(call, block))
@@ -180,11 +230,8 @@ class RunLoop:
         self, state: AgentState, signal: Signal
     ) -> ModelResponse | None:
         """Call the model; None when an interrupt came first (the call is dropped)."""
-        messages = list(state.context)
-        if state.summary:
-            summary = f"Summary of the earlier conversation:\n{state.summary}"
-            messages.insert(0, ev.Msg("system", summary))
-        answer = self.model(messages, list(self.specs))
+        request = self.builder.build(state, self.tools)
+        answer = self.model(request.messages, request.tools)
         if not inspect.isawaitable(answer):  # a sync model is tolerated
             return as_response(answer)
         task = await _interruptible(signal, answer)
@@ -201,14 +248,22 @@ class RunLoop:
             known = ", ".join(sorted(self.tools)) or "none"
             message = f"unknown tool {call.name!r}; the tools are: {known}"
             return ev.ToolResultBlock(call.id, message, True), False
-        if state.permission_context.rules.get(call.name) == "deny":
-            message = f"not run: a permission rule denies the tool {call.name!r}"
+        refusal = refusal_for(state, found)
+        if refusal is not None:
+            message = f"not run: {refusal}"
             return ev.ToolResultBlock(call.id, message, True), False
         try:
             args: pydantic.BaseModel = found.validate(call.input)
         except ValueError as exc:
             message = f"invalid input for tool {call.name!r}: {exc}"
             return ev.ToolResultBlock(call.id, message, True), False
+        if decision_for(state, found) == "ask":
+            approval = await self._approve(call, ctx, signal)
+            if approval is None:
+                message = _CUT_SHORT.format(reason=signal.reason)
+                return ev.ToolResultBlock(call.id, message, True), True
+            if approval is not True:
+                return ev.ToolResultBlock(call.id, approval, True), False
         task = await _interruptible(signal, found.invoke(args, ctx))
         if task.cancelled():
             if signal.fired:
@@ -220,6 +275,43 @@ class RunLoop:
             message = f"{type(error).__name__}: {error}"
             return ev.ToolResultBlock(call.id, message, True), False
         return result_of(call.id, task.result()), False
+
+    async def _approve(
+        self, call: ToolCall, ctx: RuntimeContext, signal: Signal
+    ) -> str | bool | None:
+        """Ask the application about a call: True, a refusal, or None if cut short."""
+        if self.ask_permission is None:
+            return (
+                f"not run: the tool {call.name!r} needs approval (permission rule "
+                "'ask') and the agent has no ask_permission hook"
+            )
+        answer = self.ask_permission(call, ctx)
+        if inspect.isawaitable(answer):
+            task = await _interruptible(signal, answer)
+            if task.cancelled():
+                return None
+            error = task.exception()
+            if error is not None:
+                return f"not run: asking for approval failed: {error!r}"
+            answer = task.result()
+        if answer is True:
+            return True
+        return f"not run: the call of {call.name!r} was not approved"
+
+    async def _settle(
+        self, scope: RunScope, call: ToolCall, block: ev.ToolResultBlock
+    ) -> ev.ToolResultBlock:
+        """Commit the tool's direct edits of ``ctx.agent_state``, or refuse them."""
+        try:
+            await scope.settle(f"tool {call.name} changed ctx.agent_state")
+        except (ValueError, TypeError) as exc:
+            logger.warning("%s: tool %s: %s", scope.key, call.name, exc)
+            message = (
+                f"the tool's changes to ctx.agent_state were refused and not "
+                f"recorded: {exc}"
+            )
+            return ev.ToolResultBlock(call.id, message, True)
+        return block
 
     async def _interrupted(
         self,
@@ -252,10 +344,14 @@ class RunLoop:
         by: Literal["user", "shutdown"] = (
             "shutdown" if signal.by == "shutdown" else "user"
         )
+        # An interrupt that brings a message steers the thread: it is the next
+        # user turn, after the run it cut short.
+        steer = [ev.MessageAppended(signal.message)] if signal.message else []
         await flush(
             *events,
             ev.MessageAppended(reply),
             ev.RunInterrupted(run.run_id, reason=signal.reason, by=by),
+            *steer,
             last=True,
         )
         return reply
@@ -285,11 +381,19 @@ def checked_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
 
 
 def result_events(call: ToolCall, block: ev.ToolResultBlock) -> list[object]:
-    """The events that record ``block`` as the result of ``call``."""
-    message = ev.Msg("tool", [block], name=call.name)
+    """The event that records ``block`` as the result of ``call``.
+
+    One event: its ``message_id`` makes the result the tool message of the context
+    too, so the output is stored once.
+    """
     return [
-        ev.ToolCallCompleted(call.id, block.output, block.is_error),
-        ev.MessageAppended(message),
+        ev.ToolCallCompleted(
+            call.id,
+            block.output,
+            block.is_error,
+            message_id=uuid.uuid4().hex,
+            name=call.name,
+        )
     ]
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "RunEvent",
     "Signal",
     "inputs_of",
+    "interrupt_message",
 ]
 
 RunEvent = ModelResponse | ToolCall | ev.ToolResultBlock | Record | ev.Msg
@@ -50,6 +51,7 @@ class Signal:
         by: Who interrupted (``"user"`` or ``"shutdown"``).
         reason: Why (recorded, and put in the interrupted reply).
         task: The model or tool task running now, which firing cancels.
+        message: A message the interrupt brings: the thread's next user turn.
     """
 
     def __init__(self) -> None:
@@ -57,21 +59,29 @@ class Signal:
         self.by: Literal["user", "shutdown", "recovery"] = "user"
         self.reason = ""
         self.task: asyncio.Future[Any] | None = None
+        self.message: ev.Msg | None = None
 
     @property
     def fired(self) -> bool:
         """Whether an interrupt came."""
         return self.event.is_set()
 
-    def fire(self, by: Literal["user", "shutdown"], reason: str) -> None:
-        """Interrupt: the first call's ``by`` and ``reason`` stick.
+    def fire(
+        self,
+        by: Literal["user", "shutdown"],
+        reason: str,
+        message: ev.Msg | None = None,
+    ) -> None:
+        """Interrupt: the first call's ``by``, ``reason`` and ``message`` stick.
 
         Args:
             by: Who interrupts.
             reason: Why.
+            message: A message to add as the next user turn (see
+                :func:`interrupt_message`).
         """
         if not self.event.is_set():
-            self.by, self.reason = by, reason
+            self.by, self.reason, self.message = by, reason, message
             self.event.set()
         # A running tool (or model) task is cut short at once.
         if self.task is not None and not self.task.done():
@@ -89,6 +99,8 @@ class RunControl:
         messages: The input messages.
         context: The caller's context.
         emit: Where the run's events go (every stream of the run sees them).
+        parent_run_id: The run that started this one (a sub-agent's), if any.
+        parent_thread: That run's thread (``str`` of its key).
 
     Attributes:
         key: The thread it runs on.
@@ -97,6 +109,8 @@ class RunControl:
         messages: The input messages.
         context: The caller's context.
         signal: The run's interrupt signal.
+        parent_run_id: The parent run, if any.
+        parent_thread: The parent run's thread, if any.
     """
 
     def __init__(
@@ -107,6 +121,8 @@ class RunControl:
         messages: list[ev.Msg],
         context: RuntimeContext,
         emit: Callable[[RunEvent], None],
+        parent_run_id: str | None = None,
+        parent_thread: str | None = None,
     ) -> None:
         self.key = key
         self.run_id = run_id
@@ -114,6 +130,8 @@ class RunControl:
         self.messages = messages
         self.context = context
         self.signal = Signal()
+        self.parent_run_id = parent_run_id
+        self.parent_thread = parent_thread
         self._emit = emit
 
     def emit(self, item: RunEvent) -> None:
@@ -142,6 +160,8 @@ class AgentRun:
         execute: What runs it (the agent's execution of one run).
         tasks: The agent's set of live run tasks; this run's task is in it while it
             runs.
+        parent_run_id: The run that started this one (a sub-agent's), if any.
+        parent_thread: That run's thread (``str`` of its key).
 
     Attributes:
         run_id: This execution's run id (explicit from ``ctx.run_id``, else new).
@@ -160,13 +180,22 @@ class AgentRun:
         *,
         execute: Execute,
         tasks: set[asyncio.Task[ev.Msg]],
+        parent_run_id: str | None = None,
+        parent_thread: str | None = None,
     ) -> None:
         self.run_id = run_id
         self.key = key
         self.context = context
         self.messages = messages
         self._control = RunControl(
-            key, run_id, explicit, messages, context, emit=self._emit
+            key,
+            run_id,
+            explicit,
+            messages,
+            context,
+            emit=self._emit,
+            parent_run_id=parent_run_id,
+            parent_thread=parent_thread,
         )
         self._execute = execute
         self._tasks = tasks
@@ -184,11 +213,17 @@ class AgentRun:
         """Whether the run finished (successfully or not)."""
         return self._task is not None and self._task.done()
 
-    def interrupt(self, message: str | None = None) -> bool:
-        """Ask this run to stop at its next checkpoint; returns whether it was live."""
+    def interrupt(self, message: str | ev.Msg | None = None) -> bool:
+        """Ask this run to stop at its next checkpoint; returns whether it was live.
+
+        Args:
+            message: The reason (a str), or a message that becomes the thread's
+                next user turn (its text is the reason).
+        """
         if self._task is None or self._task.done():
             return False
-        self._control.signal.fire("user", message or "interrupted by the user")
+        reason, steer = interrupt_message(message)
+        self._control.signal.fire("user", reason, steer)
         return True
 
     def _start(self) -> asyncio.Task[ev.Msg]:
@@ -266,6 +301,23 @@ class AgentRun:
                 self._wake = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._wake)
         task.result()
+
+
+def interrupt_message(message: str | ev.Msg | None) -> tuple[str, ev.Msg | None]:
+    """An interrupt's reason, and the message it adds as a user turn (if any).
+
+    Raises:
+        TypeError: ``message`` is neither a str, a Msg nor None.
+    """
+    if message is None:
+        return "interrupted by the user", None
+    if isinstance(message, str):
+        return message or "interrupted by the user", None
+    if isinstance(message, ev.Msg):
+        return message.text or "interrupted by the user", message
+    raise TypeError(
+        f"an interrupt message must be a str or a Msg, not {type(message).__name__}"
+    )
 
 
 def inputs_of(msgs: Messages) -> list[ev.Msg]:

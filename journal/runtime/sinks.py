@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from journal.codec import Record
+from journal.engine.diff import diff_states
 from projections.agent_state import AgentState, AgentStateProjection
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from journal.engine import ThreadWriter
 
@@ -30,6 +31,20 @@ class Sink(Protocol):
 
     async def commit(self, events: list[object], run_id: str) -> Record | None:
         """Commit one batch of the run ``run_id``; the record, if one was written."""
+        ...
+
+    async def update(
+        self,
+        reason: str,
+        mutation: Callable[[AgentState], AgentState | None],
+        run_id: str,
+    ) -> Record | None:
+        """Commit a state change (as specific events where they exist).
+
+        Raises:
+            ValueError: The change touches the identity, runs or pending calls.
+            TypeError: The mutation returned something other than an AgentState.
+        """
         ...
 
 
@@ -52,6 +67,15 @@ class JournalSink:
         """Append the batch as one record, tagged with ``run_id``; return it."""
         return await self.writer.append(events, run_id=run_id)
 
+    async def update(
+        self,
+        reason: str,
+        mutation: Callable[[AgentState], AgentState | None],
+        run_id: str,
+    ) -> Record | None:
+        """Commit the change through the writer (None when it changed nothing)."""
+        return await self.writer.update(reason, mutation, run_id=run_id)
+
 
 class SnapshotSink:
     """Folds each batch into an in-memory state, saved to the slot after the call.
@@ -73,6 +97,28 @@ class SnapshotSink:
     async def commit(self, events: list[object], run_id: str) -> Record | None:
         """Fold the batch into the state; nothing is written, so return None."""
         self._state = fold_events(self._projection, self._state, events, run_id)
+        return None
+
+    async def update(
+        self,
+        reason: str,
+        mutation: Callable[[AgentState], AgentState | None],
+        run_id: str,
+    ) -> Record | None:
+        """Apply the change as journal mode would (same checks, same events)."""
+        copy = self._state.copy()
+        result = mutation(copy)
+        new = copy if result is None else result
+        if not isinstance(new, AgentState):
+            raise TypeError(
+                f"mutation returned {type(new).__name__}, not an AgentState"
+            )
+        events = diff_states(self._state, new)
+        if events is None:
+            new.version = self._state.version
+            self._state = new
+        elif events:
+            self._state = fold_events(self._projection, self._state, events, run_id)
         return None
 
 

@@ -111,6 +111,9 @@ class Tool:
     Attributes:
         fn: The wrapped function.
         spec: What the model is told (name, description, JSON input schema).
+        group: The tool group it belongs to: offered only while that group is
+            active (``ToolGroupActivated``); None for always.
+        read_only: It changes nothing outside the agent, so plan mode offers it.
     """
 
     def __init__(
@@ -119,10 +122,16 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
+        group: str | None = None,
+        read_only: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a tool must be callable, not {type(fn).__name__}")
+        if group is not None and (not isinstance(group, str) or not group):
+            raise ValueError(f"a tool group must be a non-empty string, not {group!r}")
         self.fn = fn
+        self.group = group
+        self.read_only = bool(read_only)
         tool_name = name if name is not None else getattr(fn, "__name__", "")
         if not isinstance(tool_name, str) or not _NAME.match(tool_name):
             raise ValueError(
@@ -250,6 +259,8 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    group: str | None = None,
+    read_only: bool | None = None,
 ) -> Tool: ...
 
 
@@ -259,6 +270,8 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    group: str | None = None,
+    read_only: bool | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -267,6 +280,8 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    group: str | None = None,
+    read_only: bool | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Make a tool of a plain sync or async function.
 
@@ -281,6 +296,8 @@ def tool(
         fn: The function (or a Tool to rename or re-describe).
         name: The tool's name (default: the function's ``__name__``).
         description: What the model is told (default: the docstring).
+        group: The tool group that must be active for the model to be offered it.
+        read_only: Whether plan mode offers it (default False).
 
     Returns:
         The Tool, or a decorator when ``fn`` is omitted.
@@ -299,8 +316,16 @@ def tool(
                 description=(
                     description if description is not None else target.spec.description
                 ),
+                group=group if group is not None else target.group,
+                read_only=target.read_only if read_only is None else read_only,
             )
-        return Tool(target, name=name, description=description)
+        return Tool(
+            target,
+            name=name,
+            description=description,
+            group=group,
+            read_only=bool(read_only),
+        )
 
     if fn is None:
         return build

@@ -160,7 +160,8 @@ async def test_interrupt_mid_tool_records_and_the_session_stays_usable():
     assert "not verified" in result.output
     assert names(events)[-2:] == ["MessageAppended", "RunInterrupted"]
     state = await agent.get_agent_state("alice", "s1")
-    assert state.shutdown_interrupted
+    # A user's interrupt is not a recovery marker (a shutdown's is).
+    assert not state.shutdown_interrupted
     assert state.active_run_id is None
     assert state.tool_context.pending_calls == {}
     assert state.context[-1].metadata == {"interrupted": True, "by": "user"}
