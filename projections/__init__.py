@@ -8,21 +8,29 @@ from projections.agent_state import (
     PendingToolCall,
     PermissionContext,
     PlanModeContext,
-    TasksContext,
     ToolContext,
-    Verification,
 )
 from projections.audit import HistoryProjection, RunLedger, ThreadCatalog
 from projections.base import Projection, fold
+from projections.tasks import (
+    DecisionDetail,
+    EvidenceItem,
+    Proposal,
+    TasksContext,
+    Verification,
+)
 
 __all__ = [
     "AgentState",
     "AgentStateProjection",
+    "DecisionDetail",
+    "EvidenceItem",
     "HistoryProjection",
     "PendingToolCall",
     "PermissionContext",
     "PlanModeContext",
     "Projection",
+    "Proposal",
     "RunLedger",
     "TasksContext",
     "ThreadCatalog",
