@@ -358,6 +358,8 @@ _BUILTINS: tuple[type[ev.Event], ...] = (
     ev.RequirementDecided,
     ev.EvidenceBound,
     ev.VerificationRecorded,
+    ev.RequirementProposed,
+    ev.ObjectVersionSet,
     ev.AgentStateReplaced,
 )
 for _cls in _BUILTINS:

@@ -5,7 +5,8 @@ Errors are grouped by what the caller must do next::
     JournalError
     ├── ConflictError                    reload, then retry or give up
     │   ├── VersionConflictError         .key .expected .actual
-    │   └── StaleStateError              a loaded state is no longer the head
+    │   ├── StaleStateError              a loaded state is no longer the head
+    │   └── TodoRevisionError            the todo list moved on: reload, rewrite
     ├── LeaseError
     │   ├── LeaseHeldError               .holder .expires_at
     │   └── FencedError                  our epoch was superseded: stop, never retry
@@ -22,6 +23,7 @@ Errors are grouped by what the caller must do next::
     └── CompressionUnavailableError      zstd data or setting, zstandard missing
     InvalidKeyError(JournalError, ValueError)
     InvalidEventError(JournalError, ValueError)   an event readers would refuse
+    TaskError(JournalError, ValueError)   a task change the task's state refuses
 
 Programmer mistakes raise the built-in ``ValueError`` / ``TypeError``. Native backend
 exceptions never leak: stores translate them into ``StorageError`` (or a more specific
@@ -53,6 +55,8 @@ __all__ = [
     "RunError",
     "StaleStateError",
     "StorageError",
+    "TaskError",
+    "TodoRevisionError",
     "UncertainToolCallsError",
     "UnknownEventError",
     "VersionConflictError",
@@ -100,6 +104,24 @@ class StaleStateError(ConflictError):
         super().__init__(
             f"stale state for {key}: it was loaded at version {expected}, "
             f"but the current version is {actual}; reload and reapply the change"
+        )
+
+
+class TodoRevisionError(ConflictError):
+    """A todo list was written against a revision that is no longer current.
+
+    Attributes:
+        expected: The revision the writer based its list on.
+        actual: The current revision.
+    """
+
+    def __init__(self, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stale todo revision: the list was written against revision "
+            f"{expected}, but the current revision is {actual}; reload the todos "
+            "and write them again"
         )
 
 
@@ -321,3 +343,24 @@ class CompressionUnavailableError(JournalError, ImportError):
             "zstd compression needs the zstandard package: "
             "pip install 'agent-journal[zstd]'"
         )
+
+
+class TaskError(JournalError, ValueError):
+    """A task change that the current task refuses; nothing was committed.
+
+    Attributes:
+        task_id: The current task's id (None when it has none, or no task began).
+        requirement: The requirement involved, if any.
+        detail: What is wrong.
+    """
+
+    def __init__(
+        self, detail: str, *, task_id: str | None = None, requirement: str | None = None
+    ) -> None:
+        self.task_id = task_id
+        self.requirement = requirement
+        self.detail = detail
+        where = f"task {task_id!r}" if task_id is not None else "the current task"
+        if requirement is not None:
+            where += f", requirement {requirement!r}"
+        super().__init__(f"{where}: {detail}")

@@ -24,12 +24,15 @@ __all__ = [
     "LeaseAcquired",
     "MessageAppended",
     "Msg",
+    "ObjectVersion",
+    "ObjectVersionSet",
     "PermissionModeSet",
     "PermissionRuleRemoved",
     "PermissionRuleSet",
     "PlanModeEntered",
     "PlanModeExited",
     "RequirementDecided",
+    "RequirementProposed",
     "Role",
     "RunCompleted",
     "RunFailed",
@@ -49,12 +52,14 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "UnknownEvent",
+    "VerificationCheck",
     "VerificationRecorded",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
 Decision = Literal["allow", "deny", "ask"]
 InterruptedBy = Literal["user", "shutdown", "recovery"]
+ObjectVersion = str | int
 
 
 def _new_id() -> str:
@@ -297,39 +302,87 @@ class PlanModeExited(Event, frozen=True):
 
 
 class TodosWritten(Event, frozen=True):
-    """The todo list was replaced."""
+    """The todo list was replaced; ``revision`` is one more than the last one."""
 
     todos: list[Any]
     revision: int
+    by: str = ""
 
 
 class TaskBegun(Event, frozen=True):
-    """A task with a goal and requirements began."""
+    """A task with a goal and requirements began (the application's own requirements).
+
+    It starts the task afresh: earlier requirements, decisions, evidence and
+    verifications belong to the task before it.
+    """
 
     goal: str
     requirements: list[str] = msgspec.field(default_factory=list)
+    task_id: str | None = None
+
+
+class RequirementProposed(Event, frozen=True):
+    """A requirement was proposed for the current task (by a tool, say).
+
+    A proposal is not a requirement of the task until a trusted caller decides it
+    (``RequirementDecided``).
+    """
+
+    requirement: str
+    note: str = ""
+    by: str = ""
 
 
 class RequirementDecided(Event, frozen=True):
-    """A requirement of the current task was decided."""
+    """A requirement of the current task was decided (``confirmed`` / ``rejected``)."""
 
     requirement: str
     decision: str
     note: str = ""
+    by: str = ""
 
 
 class EvidenceBound(Event, frozen=True):
-    """Evidence was bound to a requirement."""
+    """Evidence was bound to a requirement, with the version of the object it saw.
+
+    The evidence is stale once ``ObjectVersionSet`` gives ``object_id`` another
+    version than ``object_version``.
+    """
 
     requirement: str
     evidence: str
+    object_id: str | None = None
+    object_version: ObjectVersion | None = None
+    by: str = ""
+
+
+class ObjectVersionSet(Event, frozen=True):
+    """The current version of an object evidence may refer to (a file, a build)."""
+
+    object_id: str
+    version: ObjectVersion
+
+
+class VerificationCheck(msgspec.Struct, frozen=True):
+    """One check a verification ran, and its outcome."""
+
+    name: str
+    passed: bool
+    detail: str = ""
 
 
 class VerificationRecorded(Event, frozen=True):
-    """A verification of the current task was recorded."""
+    """A verification service's verdict on the current task.
+
+    ``evidence_versions`` maps each object the task's evidence refers to to the
+    version the verifier saw, so a later version change shows the verdict is old.
+    """
 
     passed: bool
     detail: str = ""
+    verifier: str = ""
+    checks: list[VerificationCheck] = msgspec.field(default_factory=list)
+    evidence_versions: dict[str, ObjectVersion] = msgspec.field(default_factory=dict)
 
 
 class AgentStateReplaced(Event, frozen=True):

@@ -8,9 +8,7 @@ from projections.agent_state import (
     PendingToolCall,
     PermissionContext,
     PlanModeContext,
-    TasksContext,
     ToolContext,
-    Verification,
 )
 from projections.audit import (
     HistoryProjection,
@@ -20,15 +18,25 @@ from projections.audit import (
     run_tree,
 )
 from projections.base import Projection, fold
+from projections.tasks import (
+    DecisionDetail,
+    EvidenceItem,
+    Proposal,
+    TasksContext,
+    Verification,
+)
 
 __all__ = [
     "AgentState",
     "AgentStateProjection",
+    "DecisionDetail",
+    "EvidenceItem",
     "HistoryProjection",
     "PendingToolCall",
     "PermissionContext",
     "PlanModeContext",
     "Projection",
+    "Proposal",
     "RunLedger",
     "RunNode",
     "TasksContext",

@@ -8,6 +8,7 @@ import msgspec
 
 from journal import events as ev
 from journal.errors import UnknownEventError
+from projections.tasks import TasksContext, Verification, apply_task_event
 
 if TYPE_CHECKING:
     from journal.codec import Record
@@ -37,25 +38,6 @@ class PlanModeContext(msgspec.Struct):
 
     active: bool = False
     plan_file: str | None = None
-
-
-class Verification(msgspec.Struct):
-    """One recorded verification of the current task."""
-
-    passed: bool
-    detail: str = ""
-
-
-class TasksContext(msgspec.Struct):
-    """Todos and the current task with its requirements, decisions and evidence."""
-
-    todos: list[Any] = msgspec.field(default_factory=list)
-    revision: int = 0
-    goal: str | None = None
-    requirements: list[str] = msgspec.field(default_factory=list)
-    decisions: dict[str, str] = msgspec.field(default_factory=dict)
-    evidence: dict[str, list[str]] = msgspec.field(default_factory=dict)
-    verifications: list[Verification] = msgspec.field(default_factory=list)
 
 
 class PendingToolCall(msgspec.Struct):
@@ -236,22 +218,18 @@ class AgentStateProjection:
                 state.plan_mode_context = PlanModeContext(True, plan_file)
             case ev.PlanModeExited():
                 state.plan_mode_context = PlanModeContext(False, None)
-            case ev.TodosWritten(todos=todos, revision=revision):
-                state.tasks_context.todos = list(todos)
-                state.tasks_context.revision = revision
-            case ev.TaskBegun(goal=goal, requirements=requirements):
-                tasks = state.tasks_context
-                tasks.goal = goal
-                tasks.requirements = list(requirements)
-                tasks.decisions = {}
-                tasks.evidence = {}
-                tasks.verifications = []
-            case ev.RequirementDecided(requirement=req, decision=decision):
-                state.tasks_context.decisions[req] = decision
-            case ev.EvidenceBound(requirement=req, evidence=evidence):
-                state.tasks_context.evidence.setdefault(req, []).append(evidence)
-            case ev.VerificationRecorded(passed=passed, detail=detail):
-                state.tasks_context.verifications.append(Verification(passed, detail))
+            case (
+                ev.TodosWritten()
+                | ev.TaskBegun()
+                | ev.RequirementProposed()
+                | (
+                    ev.RequirementDecided()
+                    | ev.EvidenceBound()
+                    | ev.ObjectVersionSet()
+                    | ev.VerificationRecorded()
+                )
+            ):
+                apply_task_event(state.tasks_context, event)
             case ev.AgentStateReplaced():
                 state = self._replaced(state, record, event)
             case ev.UnknownEvent(required=True, type=type_name):

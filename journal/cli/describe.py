@@ -93,6 +93,10 @@ def todo_text(todo: object) -> str:
     return todo if isinstance(todo, str) else compact(todo)
 
 
+def _by(who: str) -> str:
+    return f" by {who}" if who else ""
+
+
 def describe_event(event: object) -> str:
     """One readable line of what an event says (without its type name)."""
     match event:
@@ -142,17 +146,38 @@ def describe_event(event: object) -> str:
         case ev.PlanModeEntered(plan_file=plan_file):
             return plan_file or ""
         case ev.TodosWritten(todos=todos, revision=revision):
-            return f"revision {revision}: " + "; ".join(todo_text(t) for t in todos)
-        case ev.TaskBegun(goal=goal, requirements=requirements):
-            return f"{goal} ({len(requirements)} requirements)"
-        case ev.RequirementDecided(requirement=req, decision=decision):
-            return f"{req}: {decision}"
-        case ev.EvidenceBound(requirement=req, evidence=evidence):
-            return f"{req}: {evidence}"
-        case ev.VerificationRecorded(passed=passed, detail=detail):
-            return ("passed" if passed else "failed") + (
-                f": {detail}" if detail else ""
+            return f"revision {revision}{_by(event.by)}: " + "; ".join(
+                todo_text(t) for t in todos
             )
+        case ev.TaskBegun(goal=goal, requirements=requirements):
+            task = f"task {event.task_id}: " if event.task_id else ""
+            return f"{task}{goal} ({len(requirements)} requirements)" + (
+                ": " + "; ".join(requirements) if requirements else ""
+            )
+        case ev.RequirementProposed(requirement=req, note=note, by=by):
+            return f"{req}" + _by(by) + (f" ({note})" if note else "")
+        case ev.RequirementDecided(requirement=req, decision=decision):
+            note = f" ({event.note})" if event.note else ""
+            return f"{req}: {decision}{_by(event.by)}{note}"
+        case ev.EvidenceBound(requirement=req, evidence=evidence):
+            seen = (
+                f" [{event.object_id} @ {event.object_version}]"
+                if event.object_id is not None
+                else ""
+            )
+            return f"{req}: {evidence}{seen}{_by(event.by)}"
+        case ev.ObjectVersionSet(object_id=object_id, version=version):
+            return f"{object_id} @ {version}"
+        case ev.VerificationRecorded(passed=passed, detail=detail):
+            text = ("passed" if passed else "failed") + _by(event.verifier)
+            if event.checks:
+                ok = sum(1 for c in event.checks if c.passed)
+                text += f", {ok}/{len(event.checks)} checks passed"
+            if event.evidence_versions:
+                text += ", saw " + ", ".join(
+                    f"{k} @ {v}" for k, v in event.evidence_versions.items()
+                )
+            return text + (f": {detail}" if detail else "")
         case ev.AgentStateReplaced(reason=reason, messages=messages):
             return f"reason {reason}, {len(messages)} messages"
         case ev.UnknownEvent():

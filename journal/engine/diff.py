@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, get_args
 
+import msgspec
+
 from journal import events as ev
+from projections.tasks import (
+    DecisionDetail,
+    EvidenceItem,
+    Proposal,
+    TasksContext,
+    apply_task_event,
+)
 
 if TYPE_CHECKING:
     from projections.agent_state import AgentState
@@ -23,7 +32,8 @@ def diff_states(old: AgentState, new: AgentState) -> list[object] | None:
 
     Raises:
         ValueError: ``new`` changes the identity, the active run or the pending
-            tool calls, which only the log's own events may change.
+            tool calls, which only the log's own events may change; or it
+            rewrites the task's history (see :func:`_task_events`).
     """
     if (new.session_id, new.thread_id, new.user_id) != (
         old.session_id,
@@ -41,22 +51,9 @@ def diff_states(old: AgentState, new: AgentState) -> list[object] | None:
             "pending tool calls are resolved by ToolCallCompleted or "
             "reconciliation, not by a state change"
         )
-    if new.shutdown_interrupted != old.shutdown_interrupted:
-        return None
-    tasks_old, tasks_new = old.tasks_context, new.tasks_context
-    if (
-        tasks_old.goal,
-        tasks_old.requirements,
-        tasks_old.decisions,
-        tasks_old.evidence,
-        tasks_old.verifications,
-    ) != (
-        tasks_new.goal,
-        tasks_new.requirements,
-        tasks_new.decisions,
-        tasks_new.evidence,
-        tasks_new.verifications,
-    ):
+    # Task history is checked first: no route may rewrite it, not even a whole state.
+    tasks = _task_events(old.tasks_context, new.tasks_context)
+    if tasks is None or new.shutdown_interrupted != old.shutdown_interrupted:
         return None
     out: list[object] = []
     context = _context_events(old, new)
@@ -83,8 +80,7 @@ def diff_states(old: AgentState, new: AgentState) -> list[object] | None:
             out.append(ev.PlanModeExited())
         else:
             return None
-    if (tasks_new.todos, tasks_new.revision) != (tasks_old.todos, tasks_old.revision):
-        out.append(ev.TodosWritten(list(tasks_new.todos), tasks_new.revision))
+    out.extend(tasks)
     groups = _group_events(
         old.tool_context.active_groups, new.tool_context.active_groups
     )
@@ -135,3 +131,142 @@ def _group_events(before: list[str], after: list[str]) -> list[object] | None:
             out.append(ev.ToolGroupActivated(group))
             expected.append(group)
     return out if expected == after else None
+
+
+def _copy_tasks(tasks: TasksContext) -> TasksContext:
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(tasks), type=TasksContext)
+
+
+def _check_task_history(old: TasksContext, new: TasksContext) -> None:
+    """Refuse a change to the same task that rewrites what the log recorded."""
+    n = len(old.verifications)
+    if new.verifications[:n] != old.verifications:
+        raise ValueError(
+            "a state change cannot edit or remove a recorded verification "
+            f"(the task has {n}); verifications are only appended"
+        )
+    if len(new.verifications) > n:
+        raise ValueError(
+            "a state change cannot add a verification: it comes only from "
+            "run_verification, which records what the verifier saw"
+        )
+    for requirement, texts in old.evidence.items():
+        if new.evidence.get(requirement, [])[: len(texts)] != texts:
+            raise ValueError(
+                f"a state change cannot remove or edit the evidence bound to "
+                f"requirement {requirement!r}"
+            )
+    m = len(old.evidence_items)
+    if new.evidence_items[:m] != old.evidence_items:
+        raise ValueError(
+            "a state change cannot remove or edit bound evidence; bind new "
+            "evidence instead"
+        )
+    if new.revision < old.revision:
+        raise ValueError(
+            f"the todo revision cannot go back from {old.revision} to {new.revision}"
+        )
+
+
+def _as_recorded(old: TasksContext, new: TasksContext) -> TasksContext:
+    """``new`` with what the events of its change would record beside it.
+
+    ``old`` is the task the change builds on (an empty one for a new task). A
+    requirement a mutation appended is a proposal; a decision or evidence it wrote
+    gets the details the events carry (empty ones when it gave none).
+    """
+    out = _copy_tasks(new)
+    for requirement in out.requirements:
+        if requirement not in old.requirements and old.goal is not None:
+            out.proposals.setdefault(requirement, Proposal())
+    for requirement, decision in out.decisions.items():
+        if old.decisions.get(requirement) != decision:
+            out.decision_details.setdefault(requirement, DecisionDetail())
+    added_items = out.evidence_items[len(old.evidence_items) :]
+    for requirement in list(out.evidence):
+        texts = out.evidence[requirement]
+        added = len(texts) - len(old.evidence.get(requirement, []))
+        listed = sum(1 for i in added_items if i.requirement == requirement)
+        if added > listed:
+            out.evidence_items.extend(
+                EvidenceItem(requirement, text)
+                for text in texts[len(texts) - added + listed :]
+            )
+    for item in added_items:
+        texts = out.evidence.setdefault(item.requirement, [])
+        added = len(texts) - len(old.evidence.get(item.requirement, []))
+        listed = sum(1 for i in added_items if i.requirement == item.requirement)
+        if added < listed:
+            texts.append(item.evidence)
+    return out
+
+
+def _task_events(old: TasksContext, new: TasksContext) -> list[object] | None:
+    """The task events that turn ``old`` into ``new``, or None when there are none.
+
+    The candidate events are folded onto ``old`` and kept only when the result is
+    ``new`` exactly, so a change is never committed as events that replay to
+    another state.
+
+    Raises:
+        ValueError: On the same task, ``new`` removes or edits evidence or a
+            verification, adds a verification (only ``run_verification`` records
+            one), or takes the todo revision back.
+    """
+    if new == old:
+        return []
+    same_task = (new.goal, new.task_id) == (old.goal, old.task_id)
+    if same_task:
+        _check_task_history(old, new)
+    elif new.verifications:
+        raise ValueError(
+            "a state change cannot begin a task with verifications: they come "
+            "only from run_verification"
+        )
+    target = _as_recorded(old if same_task else TasksContext(), new)
+    base = _copy_tasks(old)
+    out: list[object] = []
+
+    def emit(event: object) -> None:
+        apply_task_event(base, event)
+        out.append(event)
+
+    if (target.todos, target.revision) != (base.todos, base.revision):
+        if target.revision <= base.revision:
+            raise ValueError(
+                f"a todo list written at revision {target.revision} does not "
+                f"follow revision {base.revision}: give it a higher revision"
+            )
+        emit(ev.TodosWritten(list(target.todos), target.revision))
+    if not same_task:
+        if target.goal is None:
+            return None
+        given = [r for r in target.requirements if r not in target.proposals]
+        emit(ev.TaskBegun(target.goal, given, target.task_id))
+    for requirement in target.requirements:
+        if requirement not in base.requirements:
+            proposal = target.proposals.get(requirement, Proposal())
+            emit(ev.RequirementProposed(requirement, proposal.note, proposal.by))
+    for obj, version in target.object_versions.items():
+        if base.object_versions.get(obj) != version:
+            emit(ev.ObjectVersionSet(obj, version))
+    for requirement, decision in target.decisions.items():
+        detail = target.decision_details.get(requirement, DecisionDetail())
+        if (
+            base.decisions.get(requirement),
+            base.decision_details.get(requirement),
+        ) != (decision, detail):
+            emit(ev.RequirementDecided(requirement, decision, detail.note, detail.by))
+    for item in target.evidence_items[len(base.evidence_items) :]:
+        emit(
+            ev.EvidenceBound(
+                item.requirement,
+                item.evidence,
+                item.object_id,
+                item.object_version,
+                item.by,
+            )
+        )
+    # Anything the events cannot say (a removal, a reorder, a verification of a
+    # new task) leaves a difference: the caller then commits the whole state.
+    return out if base == target else None
