@@ -36,6 +36,7 @@ The modules, each importing only those listed after it:
 from __future__ import annotations
 
 from journal.runtime.agent import Agent
+from journal.runtime.builtin import builtin_tools
 from journal.runtime.context import RuntimeContext
 from journal.runtime.model import (
     Model,
@@ -44,20 +45,30 @@ from journal.runtime.model import (
     ScriptItem,
     ToolCall,
 )
+from journal.runtime.request import ModelRequest, RequestBuilder
 from journal.runtime.run import AgentRun, RunEvent
+from journal.runtime.task_tools import TaskTools
+from journal.runtime.tasks import TaskView, VerificationResult, Verifier
 from journal.runtime.tools import Tool, ToolSpec, tool
 
 __all__ = [
     "Agent",
     "AgentRun",
     "Model",
+    "ModelRequest",
     "ModelResponse",
+    "RequestBuilder",
     "RunEvent",
     "RuntimeContext",
     "ScriptItem",
     "ScriptedModel",
+    "TaskTools",
+    "TaskView",
     "Tool",
     "ToolCall",
     "ToolSpec",
+    "VerificationResult",
+    "Verifier",
+    "builtin_tools",
     "tool",
 ]

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from journal import events as ev
 from journal.errors import JournalError, RecursiveRunError, StaleStateError
 from journal.keys import ThreadKey
 from journal.policy import ConflictPolicy
+from journal.runtime import tasks
 from journal.runtime.context import RuntimeContext, inject_agent_state, scope_of
 from journal.runtime.leases import WarmLeases
 from journal.runtime.locks import ThreadLocks
@@ -576,6 +578,132 @@ class Agent:
             clear,
         )
 
+    # --- the task context ---
+
+    async def _apply(
+        self,
+        ctx: RuntimeContext,
+        build: Callable[[AgentState], list[object] | Awaitable[list[object]]],
+    ) -> AgentState:
+        """Commit the events ``build`` derives from the thread's current state."""
+        key = self.thread_key(ctx)
+        inside = self._inside(key)
+        if inside is not None:
+            events = await _resolved(build(inside.state))
+            return await inside.commit(events) if events else inside.state.copy()
+        if self.journal is not None:
+            async with self._writer(key) as writer:
+                events = await _resolved(build(writer.state))
+                if events:
+                    await writer.append(events, expected_version=writer.version)
+                return writer.state.copy()
+        async with self._locks.hold(key):
+            state, version = await self._slots().load(key)
+            events = await _resolved(build(state))
+            if not events:
+                return state
+            state = fold_events(AgentStateProjection(str(key)), state, events, None)
+            return await self._slots().save(key, state, version)
+
+    async def begin_task(
+        self,
+        ctx: RuntimeContext,
+        goal: str,
+        requirements: Sequence[str] = (),
+        task_id: str | None = None,
+    ) -> AgentState:
+        """Begin a task: its goal and the application's requirements (confirmed).
+
+        Raises:
+            TaskError: An empty goal or requirement, or one given twice.
+        """
+        return await self._apply(
+            ctx, lambda s: tasks.begin_task(s, goal, requirements, task_id)
+        )
+
+    async def decide_requirement(
+        self,
+        ctx: RuntimeContext,
+        requirement: str,
+        decision: str,
+        note: str = "",
+        by: str = "",
+    ) -> AgentState:
+        """Decide a requirement (``confirmed`` or ``rejected``): a trusted caller's.
+
+        Tools can only propose requirements (``ctx.tasks.propose_requirement``).
+
+        Raises:
+            TaskError: No task, a requirement it does not have, or a bad decision.
+        """
+        return await self._apply(
+            ctx,
+            lambda s: tasks.decide_requirement(s, requirement, decision, note, by),
+        )
+
+    async def bind_evidence(
+        self,
+        ctx: RuntimeContext,
+        requirement: str,
+        evidence: str,
+        object_id: str | None = None,
+        object_version: ev.ObjectVersion | None = None,
+        by: str = "",
+    ) -> AgentState:
+        """Bind evidence to a requirement, with the version of what it verified.
+
+        Raises:
+            TaskError: An unknown or rejected requirement, or a stale version.
+        """
+        return await self._apply(
+            ctx,
+            lambda s: tasks.bind_evidence(
+                s, requirement, evidence, object_id, object_version, by
+            ),
+        )
+
+    async def set_object_version(
+        self, ctx: RuntimeContext, object_id: str, version: ev.ObjectVersion
+    ) -> AgentState:
+        """Record an object's new version; evidence bound to an older one is stale."""
+        return await self._apply(
+            ctx, lambda s: tasks.set_object_version(s, object_id, version)
+        )
+
+    async def write_todos(
+        self,
+        ctx: RuntimeContext,
+        todos: Sequence[dict[str, Any]],
+        expected_revision: int | None = None,
+        by: str = "",
+    ) -> AgentState:
+        """Replace the todo list; refused when ``expected_revision`` is stale.
+
+        Raises:
+            TodoRevisionError: ``expected_revision`` is not the current revision.
+        """
+        return await self._apply(
+            ctx, lambda s: tasks.write_todos(s, todos, expected_revision, by)
+        )
+
+    async def verify_task(
+        self, ctx: RuntimeContext, verifier: tasks.Verifier
+    ) -> AgentState:
+        """Run the application's verification service and record what it found.
+
+        The only way a ``VerificationRecorded`` is written: the verifier sees the
+        task (requirements, evidence with stale flags, todos) and returns its
+        result and checks; the evidence versions it saw are recorded with it.
+
+        Raises:
+            TaskError: No task has begun, or the result contradicts itself.
+        """
+        return await self._apply(ctx, lambda s: tasks.run_verification(s, verifier))
+
+    def task_view(self, state: AgentState) -> tasks.TaskView:
+        """The task of ``state`` as a read-only view (statuses, stale evidence)."""
+        return tasks.task_view(state)
+
     # --- uncertain tool calls ---
 
     async def pending_tool_calls(
@@ -684,6 +812,12 @@ class Agent:
     def __repr__(self) -> str:
         mode = "journal" if self.journal is not None else "snapshot"
         return f"Agent({self.name!r}, agent_id={self.agent_id!r}, mode={mode})"
+
+
+async def _resolved(value: list[object] | Awaitable[list[object]]) -> list[object]:
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 def _saved(current: AgentState, state: AgentState) -> AgentState:

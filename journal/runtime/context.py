@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from journal.keys import MAX_ID_LENGTH
 from journal.runtime.scope import RunScope
+from journal.runtime.task_tools import TaskTools
 from projections.agent_state import AgentState
 
 if TYPE_CHECKING:
@@ -125,6 +126,21 @@ class RuntimeContext(BaseModel):
         if scope is not None and scope.open:
             return scope.view()
         return self._agent_state
+
+    @property
+    def tasks(self) -> TaskTools:
+        """The task operations open to a tool (propose, bind evidence, todos).
+
+        Raises:
+            RuntimeError: Not a tool's context during its run.
+        """
+        scope = self._scope
+        if scope is None or not scope.open:
+            raise RuntimeError(
+                "ctx.tasks works on the context a tool receives, during its run; "
+                "the application uses the Agent's task methods"
+            )
+        return TaskTools(scope)
 
     async def update_state(
         self, reason: str, mutation: Callable[[AgentState], AgentState | None]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from journal import events as ev
+from journal.runtime.tasks import render_task
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -113,21 +114,9 @@ class RequestBuilder:
                 "Plan mode is on" + where + ": investigate and write a plan; do not "
                 "change anything until plan mode is exited."
             )
-        tasks = render_tasks(state)
+        tasks = render_task(state)
         if tasks:
             parts.append(tasks)
         return "\n\n".join(parts)
 
 
-def render_tasks(state: AgentState) -> str:
-    """The task and todos as the model reads them ("" when there are none)."""
-    tasks = state.tasks_context
-    lines: list[str] = []
-    if tasks.goal:
-        lines.append(f"Task: {tasks.goal}")
-    for todo in tasks.todos:
-        if isinstance(todo, dict):
-            lines.append(f"- [{todo.get('status', '?')}] {todo.get('content', '')}")
-        else:
-            lines.append(f"- {todo}")
-    return "\n".join(lines)
