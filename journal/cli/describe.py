@@ -19,6 +19,7 @@ __all__ = [
     "describe_event",
     "event_type_name",
     "format_time",
+    "label_part",
     "message_summary",
     "shorten",
     "thread_label",
@@ -29,10 +30,27 @@ DETAIL_WIDTH = 90
 """Characters a detail column keeps before it is cut with ``...``."""
 
 
+def label_part(value: str) -> str:
+    """One id as a part of a thread label: ``%``, ``/`` and a bare ``~`` escaped.
+
+    The escapes keep the label unambiguous, so it can be pasted back as a thread
+    name (:func:`journal.cli.names.parse_thread_path` reverses them).
+    """
+    if value == "~":
+        return "%7E"
+    return value.replace("%", "%25").replace("/", "%2F")
+
+
 def thread_label(key: ThreadKey) -> str:
-    """``namespace/agent/user/session/thread`` (``~`` for the anonymous user)."""
-    user = "~" if key.user_id is None else key.user_id
-    return f"{key.namespace}/{key.agent_id}/{user}/{key.session_id}/{key.thread_id}"
+    """``namespace/agent/user/session/thread`` (``~`` for the anonymous user).
+
+    Ids holding ``/`` or ``%`` (or a user id that is just ``~``) are
+    percent-escaped there, so every label names exactly one thread.
+    """
+    user = "~" if key.user_id is None else label_part(key.user_id)
+    parts = (key.namespace, key.agent_id, key.session_id, key.thread_id)
+    ns, agent, session, thread = (label_part(p) for p in parts)
+    return f"{ns}/{agent}/{user}/{session}/{thread}"
 
 
 def format_time(timestamp: float) -> str:
