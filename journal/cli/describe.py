@@ -18,6 +18,7 @@ __all__ = [
     "compact",
     "describe_event",
     "event_type_name",
+    "format_relative",
     "format_time",
     "label_part",
     "message_summary",
@@ -184,3 +185,20 @@ def describe_event(event: object) -> str:
             return ", ".join(f"{k}={compact(v)}" for k, v in fields.items())
         case _:
             return repr(event)
+
+
+def format_relative(timestamp: float, now: float) -> str:
+    """How far ``timestamp`` is from ``now``: ``in 25 s``, ``3 min ago``, ..."""
+    delta = timestamp - now
+    seconds = abs(delta)
+    if seconds < 1:
+        return "now"
+    if seconds < 120:
+        amount = f"{seconds:.0f} s"
+    elif seconds < 7200:
+        amount = f"{seconds / 60:.0f} min"
+    elif seconds < 172800:
+        amount = f"{seconds / 3600:.0f} h"
+    else:
+        amount = f"{seconds / 86400:.0f} days"
+    return f"in {amount}" if delta > 0 else f"{amount} ago"

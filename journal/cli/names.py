@@ -63,7 +63,9 @@ def parse_thread_path(path: str, *, prefix: bool = False) -> ThreadFilter:
     return ThreadFilter(namespace, agent, user, session, thread, anonymous=anonymous)
 
 
-def merge_filter(path: str | None, flags: ThreadFilter, *, prefix: bool) -> ThreadFilter:
+def merge_filter(
+    path: str | None, flags: ThreadFilter, *, prefix: bool
+) -> ThreadFilter:
     """The thread filter of a command: its positional path, else its flags.
 
     Raises:

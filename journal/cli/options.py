@@ -234,7 +234,7 @@ class ImportOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImportExportOptions:
-    """``import --from-export FILE``: an ``export`` file becomes the new thread ``key``."""
+    """``import --from-export``: the export file ``path`` becomes the thread ``key``."""
 
     key: ThreadKey
     holder: str

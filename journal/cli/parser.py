@@ -241,9 +241,7 @@ def build_parser() -> JournalParser:
         "reported an error (a missing thread, a held lease, a refused import); "
         "2 bad usage, or a root that is not a journal; 130 interrupted",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {_version()}"
-    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -466,9 +464,7 @@ def thread_filter(args: argparse.Namespace) -> ThreadFilter:
         args.thread,
         anonymous=user == ANONYMOUS,
     )
-    return merge_filter(
-        args.path, flags, prefix=args.command not in THREAD_COMMANDS
-    )
+    return merge_filter(args.path, flags, prefix=args.command not in THREAD_COMMANDS)
 
 
 def _holder(args: argparse.Namespace, verb: str) -> str:

@@ -50,7 +50,9 @@ def _event_classes() -> dict[str, type[msgspec.Struct]]:
     return found
 
 
-def event_from_json(data: dict[str, Any], classes: dict[str, type] | None = None) -> object:
+def event_from_json(
+    data: dict[str, Any], classes: dict[str, type] | None = None
+) -> object:
     """The event an exported JSON object (``record_json``'s ``events``) stands for.
 
     Raises:
@@ -99,7 +101,9 @@ def read_export(path: str) -> Iterator[dict[str, Any]]:
                 record = msgspec.json.decode(line)
             except msgspec.DecodeError as exc:
                 raise CommandError(f"{path} line {number}: not JSON: {exc}") from None
-            if not isinstance(record, dict) or not isinstance(record.get("events"), list):
+            if not isinstance(record, dict) or not isinstance(
+                record.get("events"), list
+            ):
                 raise CommandError(
                     f"{path} line {number}: not a record `export` writes"
                 )

@@ -31,9 +31,7 @@ async def read_lease_view(journal: Journal, key: ThreadKey) -> LeaseView | None:
         and record.expires_at > now
         and untrusted_expiry(record, now) is None
     )
-    return LeaseView(
-        record.holder, record.epoch, record.expires_at, live, found.damage
-    )
+    return LeaseView(record.holder, record.epoch, record.expires_at, live, found.damage)
 
 
 async def wait_for_lease(

@@ -124,9 +124,7 @@ async def show_log(
     else:
         # A run's calls are learned from its requests, so read from the start.
         read = [r async for r in journal.records(key, 1, stop + 1)]
-        records = [
-            r for r in _filtered(read, run, options.types) if r.version >= start
-        ]
+        records = [r for r in _filtered(read, run, options.types) if r.version >= start]
         if options.tail is not None:
             records = records[len(records) - options.tail :] if options.tail else []
     return LogReport(key, head, records, options.run_id, options.types)
@@ -167,9 +165,7 @@ async def follow_log(
             batch = batch[: limit - shown]
         if batch:
             emit(
-                LogReport(
-                    options.key, head, batch, options.run_id, options.types, True
-                )
+                LogReport(options.key, head, batch, options.run_id, options.types, True)
             )
             shown += len(batch)
     return shown

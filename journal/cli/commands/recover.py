@@ -1,4 +1,4 @@
-"""``recover``: take a thread's lease if a run was left unfinished; list what is uncertain."""
+"""``recover``: mark a run left unfinished interrupted; list what is uncertain."""
 
 from __future__ import annotations
 

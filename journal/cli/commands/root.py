@@ -23,6 +23,15 @@ _THREAD_MARKS = frozenset({LOG_DIR})
 _DEPTH = 5  # namespace/agent/user/session/thread
 
 
+def _local_problem(path: str, root: str) -> str | None:
+    # Plain stat calls on the operator's own path: cheap, done once per command.
+    if os.path.isdir(path):
+        return None
+    if os.path.exists(path):
+        return f"{root} is not a directory"
+    return f"{root} does not exist (no such directory)"
+
+
 def _local_path(journal: Journal) -> str | None:
     root = getattr(journal.store, "root", None)
     return os.fspath(root) if isinstance(root, os.PathLike | str) else None
@@ -37,10 +46,10 @@ async def probe_root(journal: Journal, root: str) -> str | None:
     root, or one with a thread that has no records yet, is a journal.
     """
     local = _local_path(journal)
-    if local is not None and not os.path.isdir(local):
-        if os.path.exists(local):
-            return f"{root} is not a directory"
-        return f"{root} does not exist (no such directory)"
+    if local is not None:
+        problem = _local_problem(local, root)
+        if problem is not None:
+            return problem
     prefix = ""
     for _ in range(_DEPTH):
         children = await journal.store.children(prefix)
@@ -57,9 +66,7 @@ async def probe_root(journal: Journal, root: str) -> str | None:
             f"{root} is not a journal root: it is one level above one "
             f"(try --root {root.rstrip('/')}/{first})"
         )
-    return (
-        f"{root} is not a journal root: {prefix} holds neither records nor threads"
-    )
+    return f"{root} is not a journal root: {prefix} holds neither records nor threads"
 
 
 async def check_root(journal: Journal, root: str) -> None:

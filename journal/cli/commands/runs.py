@@ -46,8 +46,12 @@ def run_views(records: list[Record], *, live: bool) -> list[RunView]:
 
         # The ledger's own fields win once it carries them; the event says the
         # same until then.
-        def pick(name: str, entry: RunEntry = entry, event: object = event) -> str | None:
-            return _text(getattr(entry, name, None)) or _text(getattr(event, name, None))
+        def pick(
+            name: str, entry: RunEntry = entry, event: object = event
+        ) -> str | None:
+            return _text(getattr(entry, name, None)) or _text(
+                getattr(event, name, None)
+            )
 
         views.append(
             RunView(
@@ -60,7 +64,9 @@ def run_views(records: list[Record], *, live: bool) -> list[RunView]:
     return sorted(views, key=lambda v: (v.entry.started_at, v.run_id))
 
 
-async def _records(journal: Journal, key: ThreadKey, root: str) -> tuple[int, list[Record]]:
+async def _records(
+    journal: Journal, key: ThreadKey, root: str
+) -> tuple[int, list[Record]]:
     head = await existing_head(journal, key, root)
     return head, [r async for r in journal.records(key, 1, head + 1)]
 
