@@ -473,7 +473,9 @@ def test_recover_writes_nothing_when_nothing_needs_recovery(root, capsys):
     assert code == 0
     assert "nothing to recover" in out
     assert "nothing written" in out
-    assert re.search(r"lease: held by someone-else \(epoch 2\) until 20.*\(in \d+ s\)", out)
+    assert re.search(
+        r"lease: held by someone-else \(epoch 2\) until 20.*\(in \d+ s\)", out
+    )
     assert "c2" in out  # still uncertain: reconcile settles it, not recover
     assert len(read_thread(root)[0]) == len(before)
 
