@@ -335,12 +335,12 @@ def test_tables_fit_a_terminal_and_colour_only_there(root, capsys, monkeypatch):
     tty = Terminal(Tty())  # type: ignore[arg-type]
     text = tty.render(report)
     assert "\x1b[" in text  # colour
-    plain = [line for line in _strip(text).splitlines()]
+    plain = _strip(text).splitlines()
     assert max(len(line) for line in plain) <= 100
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\x1b[" not in Terminal(Tty()).render(report)  # type: ignore[arg-type]
     # Captured output (not a terminal) is plain, and as wide as it needs.
-    code, out, _ = run(capsys, "--root", str(root), "log", PATH)
+    _, out, _ = run(capsys, "--root", str(root), "log", PATH)
     assert "\x1b" not in out
     assert max(len(line) for line in out.splitlines()) > 100
 
