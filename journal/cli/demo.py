@@ -864,6 +864,17 @@ async def verify(demo: Demo) -> bool:
 # --- the whole tour -------------------------------------------------------------------
 
 
+async def _lease_gone(journal: Journal, key: ThreadKey, limit: float = 30.0) -> None:
+    from journal.cli.commands.leases import read_lease_view
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        lease = await read_lease_view(journal, key)
+        if lease is None or not lease.live:
+            return
+        await asyncio.sleep(0.1)
+
+
 async def run_demo(
     journal: Journal,
     *,
@@ -913,6 +924,9 @@ async def run_demo(
     flags = [*cli_flags]
     if incident:
         alice = thread_label(demo.key(DEMO_USER))
+        # Leave the thread as an operator finds it later: the dead process's
+        # short lease run out, so nothing looks like a live writer.
+        await _lease_gone(demo.journal, demo.key(DEMO_USER))
         demo.say()
         demo.say(
             f"Stopped after the crash, in {time.monotonic() - started:.1f}s: "
