@@ -63,22 +63,26 @@ def test_the_doc_answers_the_operators_questions(tmp_path, capsys):
     row = next(line for line in runs.splitlines() if line.startswith("alice-3"))
     assert row.split()[:3] == ["alice-3", "unfinished", "12"]  # as the doc says
     call = next(line for line in runs.splitlines() if "call-email-1" in line)
-    assert "send_email" in call and "uncertain" in call
+    assert "send_email" in call
+    assert "uncertain" in call
 
     # What the agent did in run alice-3: its request, the write-ahead call, no result.
     assert "run alice-3" in log.splitlines()[0]
     assert "user: Email Bob the forecast." in log
-    assert "ToolCallRequested" in log and "call call-email-1: send_email" in log
+    assert "ToolCallRequested" in log
+    assert "call call-email-1: send_email" in log
     assert "ToolCallCompleted" not in log
     body = log.splitlines()[2:]
-    assert body and all(" alice-3 " in line for line in body)
+    assert body
+    assert all(" alice-3 " in line for line in body)
 
     # The state before the run: no active run, nothing pending; the diff shows
     # what the run changed.
     assert "version 11 (head 13)" in state
     assert re.search(r"^active run\s+-$", state, flags=re.MULTILINE)
     assert re.search(r"^pending calls\s+-$", state, flags=re.MULTILINE)
-    assert "active_run_id" in diff and '"alice-3"' in diff
+    assert "active_run_id" in diff
+    assert '"alice-3"' in diff
     assert "tool_context.pending_calls.call-email-1" in diff
     assert "context: +2 / -0 messages" in diff
 
