@@ -2,16 +2,25 @@
 
 Replay and audit tooling for operators, and the demo::
 
-    agent-journal demo
-    agent-journal ls [--namespace N] [--agent A] [--user U] [--session S]
-    agent-journal log --agent A --session S [--user U] [--thread T] [--namespace N]
-    agent-journal state ... [--at N]
-    agent-journal diff ... [--from N] [--to M]
-    agent-journal verify [thread flags]
-    agent-journal checkpoint ...
-    agent-journal export ... --format jsonl [--output FILE]
-    agent-journal recover ...
-    agent-journal import --agent A --session S [--user U] [--thread T] [--from URL]
+    agent-journal demo [--incident]
+    agent-journal ls [PATH] [--namespace N] [--agent A] [--user U] [--session S]
+                     [--attention]
+    agent-journal log THREAD [--from N] [--to M] [--tail K] [--run R] [--type T]
+                     [--follow]
+    agent-journal runs THREAD [--run R]
+    agent-journal history THREAD
+    agent-journal state THREAD [--at N]
+    agent-journal diff THREAD [--from N] [--to M]
+    agent-journal verify [PATH] [filters]
+    agent-journal checkpoint THREAD
+    agent-journal export THREAD --format jsonl [--output FILE]
+    agent-journal recover THREAD [--wait S]
+    agent-journal reconcile THREAD --call ID=OUTCOME ... [--error ID=MSG] [--reason R]
+    agent-journal import THREAD [--from URL | --from-export FILE]
+
+THREAD is the path ``ls`` prints (``namespace/agent/user/session/thread``, ``~`` for
+the anonymous user), or ``--agent A --session S [--user U] [--thread T]
+[--namespace N]``; a user left out means any user (:mod:`journal.cli.names`).
 
 The journal root comes from ``--root`` (any URL ``Journal.open`` takes), else the
 environment variable :data:`ROOT_ENV`, else :data:`DEFAULT_ROOT`. Storage options
@@ -25,7 +34,11 @@ Reading commands never take the lease and never write. ``checkpoint``, ``recover
 
 Exit status: 0 on success; 1 when ``verify`` finds a problem, ``import`` refuses, or
 the journal reports an error (one line on stderr, no traceback); 2 on bad usage,
-including invalid ids.
+including invalid ids, and on a root that is not a journal; 130 when interrupted.
+
+A web front end calls the commands (:mod:`~journal.cli.commands`) with options it
+builds itself, and renders their reports with
+:func:`~journal.cli.render_json.render_json` or its own templates.
 
 The package is layered so that other front ends can reuse the middle:
 

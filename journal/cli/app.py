@@ -9,22 +9,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import sys
+import time
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from journal.cli.commands import (
+    check_root,
     export_records,
+    follow_log,
+    import_export,
     import_slot,
     list_threads,
+    reconcile_thread,
     recover_thread,
+    resolve_thread,
     run_tour,
     show_diff,
+    show_history,
     show_log,
+    show_runs,
     show_state,
     verify_threads,
     write_checkpoint,
 )
 from journal.cli.config import parse_storage_options, resolve_root
+from journal.cli.describe import format_relative, format_time
 from journal.cli.errors import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -37,21 +49,32 @@ from journal.cli.options import (
     DemoOptions,
     DiffOptions,
     ExportOptions,
+    HistoryOptions,
+    ImportExportOptions,
     ImportOptions,
     LogOptions,
     LsOptions,
+    ReconcileOptions,
     RecoverOptions,
+    RunsOptions,
     StateOptions,
     VerifyOptions,
 )
-from journal.cli.parser import PROG, build_parser, options_from_args
+from journal.cli.parser import (
+    NO_DATA_COMMANDS,
+    PROG,
+    THREAD_COMMANDS,
+    build_parser,
+    options_from_args,
+    thread_filter,
+)
 from journal.cli.progress import TerminalProgress
-from journal.cli.render_json import render_json
+from journal.cli.render_json import record_json, render_json
 from journal.cli.render_text import render_notes, render_text
-from journal.cli.reports import DemoReport, VerifyThreadsReport
+from journal.cli.reports import DemoReport, LogReport, VerifyThreadsReport
 from journal.cli.sinks import jsonl_file, jsonl_stream
 from journal.engine import Journal
-from journal.errors import InvalidKeyError, JournalError
+from journal.errors import InvalidKeyError, JournalError, LeaseHeldError
 
 if TYPE_CHECKING:
     import argparse
@@ -63,7 +86,35 @@ if TYPE_CHECKING:
     from journal.cli.options import Options
     from journal.cli.reports import Report
 
-__all__ = ["exit_status", "main", "run_command"]
+__all__ = ["Terminal", "exit_status", "main", "run_command"]
+
+NO_COLOR_ENV = "NO_COLOR"
+"""Set (to anything) to turn colour off on a terminal too (https://no-color.org)."""
+
+
+class Terminal:
+    """How to print on ``out``: the width to fit and whether to colour.
+
+    Only a terminal gets a width (tables fit it) and colour, and colour only
+    when ``NO_COLOR`` is unset and ``TERM`` is not ``dumb``; anything else (a
+    pipe, a file, a test's capture) gets plain text at natural widths.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        isatty = getattr(out, "isatty", None)
+        self.tty = bool(callable(isatty) and isatty())
+        self.width: int | None = (
+            shutil.get_terminal_size().columns if self.tty else None
+        )
+        self.color = (
+            self.tty
+            and not os.environ.get(NO_COLOR_ENV)
+            and os.environ.get("TERM") != "dumb"
+        )
+
+    def render(self, report: Report) -> str:
+        """The report as text for this output."""
+        return render_text(report, width=self.width, color=self.color)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,12 +137,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: a command is required", file=sys.stderr)
         return EXIT_USAGE
     args.options = [*args.options, *getattr(args, "options_after", [])]
+    if args.json and args.command in NO_DATA_COMMANDS:
+        return _fail(
+            args.command,
+            f"--json does not apply: {NO_DATA_COMMANDS[args.command]}",
+            EXIT_USAGE,
+        )
     try:
         return asyncio.run(_run(args))
     except CommandError as exc:
         return _fail(args.command, str(exc), exc.code)
     except InvalidKeyError as exc:
         return _fail(args.command, str(exc), EXIT_USAGE)
+    except LeaseHeldError as exc:
+        return _fail(args.command, _lease_held(exc), EXIT_PROBLEM)
     except JournalError as exc:
         return _fail(args.command, str(exc), EXIT_PROBLEM)
     except ImportError as exc:  # a backend's optional dependency is missing
@@ -114,6 +173,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_PROBLEM
 
 
+def _lease_held(exc: LeaseHeldError) -> str:
+    until = format_time(exc.expires_at)
+    relative = format_relative(exc.expires_at, time.time())
+    return (
+        f"the lease on {exc.key} is held by {exc.holder!r} (epoch {exc.epoch}) "
+        f"until {until} ({relative}); wait for it with --wait SECONDS, or stop "
+        "that writer"
+    )
+
+
 def _fail(command: str, message: str, code: int) -> int:
     one_line = " ".join(message.split())
     print(f"{PROG} {command}: error: {one_line}", file=sys.stderr)
@@ -128,30 +197,63 @@ async def _run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         raise usage_error(f"cannot open the journal root {root!r}: {exc}") from None
     out = sys.stdout
+    terminal = Terminal(out)
     try:
         # Ids are checked only once the root opened, so a bad root is named first.
+        key = None
+        if args.command in THREAD_COMMANDS:
+            selection = thread_filter(args)
+            if args.command != "import":
+                # A command that reads a thread refuses a root that is no journal
+                # before it could report the thread as merely missing.
+                await check_root(journal, root)
+                key = await resolve_thread(journal, selection, root)
+            elif selection.agent_id is None or selection.session_id is None:
+                key = await resolve_thread(journal, selection, root)  # refuses
+            else:
+                key = selection.key()  # a new thread: the user left out is ~
         options = options_from_args(
             args,
             root=root,
             storage_options=storage_options,
             # The demo pauses between steps for a reader at a terminal.
-            pace=0.3 if args.command == "demo" and out.isatty() else 0.0,
+            pace=0.3 if args.command == "demo" and terminal.tty else 0.0,
+            key=key,
         )
+        if isinstance(options, LogOptions) and options.follow:
+            await follow_log(
+                journal, options, lambda batch: _follow(batch, out, args.json, terminal)
+            )
+            return EXIT_OK
         report = await run_command(journal, options, out)
-        _print(report, out, json=args.json)
+        _print(report, out, json=args.json, terminal=terminal)
     finally:
         await journal.aclose()
     return exit_status(report)
 
 
-def _print(report: Report, out: TextIO, *, json: bool) -> None:
+def _follow(batch: LogReport, out: TextIO, json: bool, terminal: Terminal) -> None:
+    # With --json, --follow prints one JSON line per record (as export does), so
+    # a consumer can read them as they come.
+    if json:
+        for record in batch.records:
+            out.write(msgspec.json.encode(record_json(record)).decode("utf-8") + "\n")
+        out.flush()
+    else:
+        _print(batch, out, json=False, terminal=terminal)
+
+
+def _print(
+    report: Report, out: TextIO, *, json: bool, terminal: Terminal | None = None
+) -> None:
     document = render_json(report) if json else None
     if document is not None:
         text = document.decode("utf-8") + "\n"
     else:
-        text = render_text(report)
+        text = (terminal or Terminal(out)).render(report)
     if text:
         out.write(text)
+        out.flush()
     notes = render_notes(report)
     if notes:
         sys.stderr.write(notes)
@@ -159,6 +261,9 @@ def _print(report: Report, out: TextIO, *, json: bool) -> None:
 
 async def run_command(journal: Journal, options: Options, out: TextIO) -> Report:
     """Run the command ``options`` are for on ``journal``.
+
+    ``log --follow`` is not run here (it prints as it goes: see
+    :func:`journal.cli.commands.follow_log`); here it shows the log once.
 
     Args:
         journal: The open journal.
@@ -188,9 +293,17 @@ async def run_command(journal: Journal, options: Options, out: TextIO) -> Report
                 journal, options, _export_sink(options.output, out)
             )
         case RecoverOptions():
-            return await recover_thread(journal, options)
+            return await recover_thread(journal, options, progress)
+        case ReconcileOptions():
+            return await reconcile_thread(journal, options, progress)
+        case RunsOptions():
+            return await show_runs(journal, options)
+        case HistoryOptions():
+            return await show_history(journal, options)
         case ImportOptions():
             return await import_slot(journal, options)
+        case ImportExportOptions():
+            return await import_export(journal, options)
         case DemoOptions():
             return await run_tour(journal, options, out)
 

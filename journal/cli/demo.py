@@ -56,6 +56,7 @@ from journal import (
     tool,
 )
 from journal import events as ev
+from journal.cli.describe import thread_label
 from projections import HistoryProjection, fold
 
 if TYPE_CHECKING:
@@ -863,6 +864,17 @@ async def verify(demo: Demo) -> bool:
 # --- the whole tour -------------------------------------------------------------------
 
 
+async def _lease_gone(journal: Journal, key: ThreadKey, limit: float = 30.0) -> None:
+    from journal.cli.commands.leases import read_lease_view
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        lease = await read_lease_view(journal, key)
+        if lease is None or not lease.live:
+            return
+        await asyncio.sleep(0.1)
+
+
 async def run_demo(
     journal: Journal,
     *,
@@ -871,6 +883,7 @@ async def run_demo(
     cli_flags: Sequence[str] = (),
     out: TextIO | None = None,
     pace: float = 0.0,
+    incident: bool = False,
 ) -> int:
     """Run the demo on ``journal`` and narrate it.
 
@@ -881,9 +894,11 @@ async def run_demo(
         cli_flags: Flags to repeat in the printed inspection commands (``--root``).
         out: Where to print (default ``sys.stdout``).
         pace: Seconds to pause after each step title.
+        incident: Stop after the crash (step 4), leaving alice's interrupted run
+            and its uncertain tool call for an operator (docs/CLI.md).
 
     Returns:
-        0 when the final verify is clean, else 1.
+        0 when the final verify is clean (with ``incident``: 0), else 1.
 
     Raises:
         DemoError: A step could not run.
@@ -906,6 +921,26 @@ async def run_demo(
     await second_turn(demo)
     await checkpoint(demo)
     await crash_mid_tool(demo)
+    flags = [*cli_flags]
+    if incident:
+        alice = thread_label(demo.key(DEMO_USER))
+        # Leave the thread as an operator finds it later: the dead process's
+        # short lease run out, so nothing looks like a live writer.
+        await _lease_gone(demo.journal, demo.key(DEMO_USER))
+        demo.say()
+        demo.say(
+            f"Stopped after the crash, in {time.monotonic() - started:.1f}s: "
+            f"{DEMO_USER}'s run alice-3 is unfinished and its send_email call "
+            "uncertain. Investigate it (docs/CLI.md):"
+        )
+        for command in (
+            ["ls", "--attention"],
+            ["runs", alice],
+            ["log", alice, "--run", "alice-3"],
+            ["recover", alice],
+        ):
+            demo.say("  " + shlex.join(["agent-journal", *flags, *command]))
+        return 0
     await recover(demo)
     await zombie_is_fenced(demo)
     await clear_context(demo)
@@ -914,21 +949,15 @@ async def run_demo(
 
     demo.say()
     demo.say(f"Done in {time.monotonic() - started:.1f}s. Inspect it:")
-    flags = [*cli_flags]
-
-    def thread(user: str) -> list[str]:
-        return [
-            "--namespace", DEMO_NAMESPACE, "--agent", DEMO_AGENT,
-            "--user", user, "--session", demo.session_id,
-        ]  # fmt: skip
-
+    alice = thread_label(demo.key(DEMO_USER))
     turn1 = demo.marks.get("alice's turn 1", 1)
     for command in (
         ["ls", "--namespace", DEMO_NAMESPACE],
-        ["log", *thread(DEMO_USER)],
-        ["state", *thread(DEMO_USER), "--at", str(turn1)],
-        ["diff", *thread(DEMO_USER), "--from", str(turn1)],
-        ["log", *thread("bob")],
+        ["log", alice],
+        ["runs", alice],
+        ["state", alice, "--at", str(turn1)],
+        ["diff", alice, "--from", str(turn1)],
+        ["log", thread_label(demo.key("bob"))],
         ["verify", "--namespace", DEMO_NAMESPACE],
     ):
         demo.say("  " + shlex.join(["agent-journal", *flags, *command]))

@@ -18,7 +18,9 @@ __all__ = [
     "compact",
     "describe_event",
     "event_type_name",
+    "format_relative",
     "format_time",
+    "label_part",
     "message_summary",
     "shorten",
     "thread_label",
@@ -29,10 +31,27 @@ DETAIL_WIDTH = 90
 """Characters a detail column keeps before it is cut with ``...``."""
 
 
+def label_part(value: str) -> str:
+    """One id as a part of a thread label: ``%``, ``/`` and a bare ``~`` escaped.
+
+    The escapes keep the label unambiguous, so it can be pasted back as a thread
+    name (:func:`journal.cli.names.parse_thread_path` reverses them).
+    """
+    if value == "~":
+        return "%7E"
+    return value.replace("%", "%25").replace("/", "%2F")
+
+
 def thread_label(key: ThreadKey) -> str:
-    """``namespace/agent/user/session/thread`` (``~`` for the anonymous user)."""
-    user = "~" if key.user_id is None else key.user_id
-    return f"{key.namespace}/{key.agent_id}/{user}/{key.session_id}/{key.thread_id}"
+    """``namespace/agent/user/session/thread`` (``~`` for the anonymous user).
+
+    Ids holding ``/`` or ``%`` (or a user id that is just ``~``) are
+    percent-escaped there, so every label names exactly one thread.
+    """
+    user = "~" if key.user_id is None else label_part(key.user_id)
+    parts = (key.namespace, key.agent_id, key.session_id, key.thread_id)
+    ns, agent, session, thread = (label_part(p) for p in parts)
+    return f"{ns}/{agent}/{user}/{session}/{thread}"
 
 
 def format_time(timestamp: float) -> str:
@@ -191,3 +210,20 @@ def describe_event(event: object) -> str:
             return ", ".join(f"{k}={compact(v)}" for k, v in fields.items())
         case _:
             return repr(event)
+
+
+def format_relative(timestamp: float, now: float) -> str:
+    """How far ``timestamp`` is from ``now``: ``in 25 s``, ``3 min ago``, ..."""
+    delta = timestamp - now
+    seconds = abs(delta)
+    if seconds < 1:
+        return "now"
+    if seconds < 120:
+        amount = f"{seconds:.0f} s"
+    elif seconds < 7200:
+        amount = f"{seconds / 60:.0f} min"
+    elif seconds < 172800:
+        amount = f"{seconds / 3600:.0f} h"
+    else:
+        amount = f"{seconds / 86400:.0f} days"
+    return f"in {amount}" if delta > 0 else f"{amount} ago"

@@ -16,11 +16,15 @@ __all__ = [
     "DemoOptions",
     "DiffOptions",
     "ExportOptions",
+    "HistoryOptions",
+    "ImportExportOptions",
     "ImportOptions",
     "LogOptions",
     "LsOptions",
     "Options",
+    "ReconcileOptions",
     "RecoverOptions",
+    "RunsOptions",
     "StateOptions",
     "ThreadFilter",
     "VerifyOptions",
@@ -29,21 +33,42 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ThreadFilter:
-    """Optional ids selecting threads; with an agent and a session, one thread."""
+    """Optional ids selecting threads; with an agent and a session, one thread.
+
+    A user left out (``user_id`` None, ``anonymous`` False) means any user;
+    ``anonymous`` selects the anonymous user.
+    """
 
     namespace: str | None = None
     agent_id: str | None = None
     user_id: str | None = None
     session_id: str | None = None
     thread_id: str | None = None
+    anonymous: bool = False
 
     @property
     def names_one_thread(self) -> bool:
         """Whether the agent and the session are both given."""
         return self.agent_id is not None and self.session_id is not None
 
+    @property
+    def user_given(self) -> bool:
+        """Whether a user (or the anonymous user) is selected."""
+        return self.user_id is not None or self.anonymous
+
+    @property
+    def given(self) -> bool:
+        """Whether any id is given."""
+        return self.user_given or any(
+            v is not None
+            for v in (self.namespace, self.agent_id, self.session_id, self.thread_id)
+        )
+
     def key(self) -> ThreadKey:
         """The one thread named (empty thread and namespace ids mean the default).
+
+        A user left out is the anonymous user here: this is the key a command
+        that creates a thread (``import``) writes.
 
         Raises:
             InvalidKeyError: An id is not valid.
@@ -73,21 +98,72 @@ class ThreadFilter:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LsOptions:
-    """``ls``: the threads matching ``filter`` under ``root``."""
+    """``ls``: the threads matching ``filter`` under ``root``.
+
+    ``attention``: only the threads needing an operator (an unfinished run,
+    uncertain tool calls, damage found by the cheap check).
+    """
 
     root: str
     filter: ThreadFilter = field(default_factory=ThreadFilter)
+    attention: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogOptions:
-    """``log``: a thread's records from ``start`` to ``stop``, or the last ``tail``."""
+    """``log``: a thread's records from ``start`` to ``stop``, or the last ``tail``.
+
+    ``run_id`` keeps the records of one run; ``types`` the records holding an
+    event of one of those type names (and only those events). ``follow`` keeps
+    polling every ``poll`` seconds for new records (``limit``: stop after that
+    many records shown, for scripts and tests; None: until interrupted).
+    """
 
     root: str
     key: ThreadKey
     start: int | None = None
     stop: int | None = None
     tail: int | None = None
+    run_id: str | None = None
+    types: tuple[str, ...] = ()
+    follow: bool = False
+    poll: float = 0.5
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunsOptions:
+    """``runs``: the run ledger of ``key`` (one run only with ``run_id``)."""
+
+    root: str
+    key: ThreadKey
+    run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryOptions:
+    """``history``: every message ``key`` ever held, cleared and compacted marked."""
+
+    root: str
+    key: ThreadKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconcileOptions:
+    """``reconcile``: record the operator's verdict on each uncertain tool call.
+
+    ``outcomes`` maps a call id to what happened (its result text); ``errors``
+    maps a call id to an error message (the call failed). Together they must name
+    exactly the thread's uncertain calls.
+    """
+
+    root: str
+    key: ThreadKey
+    holder: str
+    outcomes: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    reason: str = "reconciled by an operator"
+    wait: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,17 +233,29 @@ class ImportOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ImportExportOptions:
+    """``import --from-export``: the export file ``path`` becomes the thread ``key``."""
+
+    key: ThreadKey
+    holder: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DemoOptions:
     """``demo``: the tour, on ``root`` (which a child process opens too).
 
     ``cli_flags`` are repeated in the inspection commands the demo prints;
-    ``pace`` is the pause after each step title, in seconds.
+    ``pace`` is the pause after each step title, in seconds; ``incident`` stops
+    after the crash (step 4), leaving the interrupted run and its uncertain tool
+    call for an operator to investigate.
     """
 
     root: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     cli_flags: tuple[str, ...] = ()
     pace: float = 0.0
+    incident: bool = False
 
 
 Options = (
@@ -181,5 +269,9 @@ Options = (
     | RecoverOptions
     | ImportOptions
     | DemoOptions
+    | RunsOptions
+    | HistoryOptions
+    | ReconcileOptions
+    | ImportExportOptions
 )
 """Any command's options."""

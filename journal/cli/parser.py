@@ -3,30 +3,51 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import socket
-from typing import TYPE_CHECKING, Any
+import sys
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from journal.cli.config import DEFAULT_ROOT, ROOT_ENV
+from journal.cli.errors import usage_error
+from journal.cli.names import ANONYMOUS, merge_filter
 from journal.cli.options import (
     CheckpointOptions,
     DemoOptions,
     DiffOptions,
     ExportOptions,
+    HistoryOptions,
+    ImportExportOptions,
     ImportOptions,
     LogOptions,
     LsOptions,
     Options,
+    ReconcileOptions,
     RecoverOptions,
+    RunsOptions,
     StateOptions,
     ThreadFilter,
     VerifyOptions,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from journal.keys import ThreadKey
 
-__all__ = ["PROG", "build_parser", "options_from_args"]
+__all__ = [
+    "NO_DATA_COMMANDS",
+    "PROG",
+    "THREAD_COMMANDS",
+    "JournalParser",
+    "build_parser",
+    "options_from_args",
+    "suggestion",
+    "thread_filter",
+]
 
 PROG = "agent-journal"
 
@@ -80,16 +101,44 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-def _add_thread_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
+_THREAD_PATH_HELP = (
+    "the thread as `ls` prints it: namespace/agent/user/session/thread "
+    "(~ for the anonymous user); or name it with the flags below"
+)
+_FILTER_PATH_HELP = (
+    "a thread as `ls` prints it, or the start of one (namespace/agent/...)"
+    " to filter by; or filter with the flags below"
+)
+
+
+def _add_thread_flags(
+    parser: argparse.ArgumentParser, *, required: bool, creates: bool = False
+) -> None:
+    # ``required``: the command works on one thread; else the ids filter.
+    parser.add_argument(
+        "path",
+        nargs="?",
+        metavar="THREAD",
+        help=_THREAD_PATH_HELP if required else _FILTER_PATH_HELP,
+    )
     group = parser.add_argument_group(
         "thread" if required else "filters",
-        "the thread's ids"
+        "the thread's ids (instead of THREAD)"
         if required
-        else "optional; with --agent and --session, names one thread",
+        else "optional; every id left out matches any",
     )
-    group.add_argument("--agent", required=required, help="agent id")
-    group.add_argument("--session", required=required, help="session id")
-    group.add_argument("--user", help="user id (default: the anonymous user)")
+    group.add_argument("--agent", help="agent id")
+    group.add_argument("--session", help="session id")
+    if creates:
+        user_help = "user id (left out: the anonymous user, as the thread is new)"
+    elif required:
+        user_help = (
+            "user id, ~ for the anonymous user (left out: any user, as for ls; "
+            "the agent and session must then have one thread)"
+        )
+    else:
+        user_help = "user id, ~ for the anonymous user (left out: any user)"
+    group.add_argument("--user", help=user_help)
     group.add_argument(
         "--thread", help="thread id (default: main)" if required else "thread id"
     )
@@ -105,49 +154,174 @@ def _add_lease_flags(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=0.0,
         metavar="SECONDS",
-        help="wait this long for another writer's lease (default: fail at once)",
+        help="wait this long for another writer's lease, showing progress "
+        "(default: fail at once)",
     )
     parser.add_argument(
         "--holder", help="holder id written in the lease (default: cli-<host>-<pid>)"
     )
 
 
+def _pair(text: str) -> tuple[str, str]:
+    call_id, sep, value = text.partition("=")
+    if not sep or not call_id:
+        raise argparse.ArgumentTypeError(f"needs CALL_ID=TEXT, not {text!r}")
+    return call_id, value
+
+
 # --- the parser -----------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+class JournalParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors suggest the nearest command or option.
+
+    ``commands`` maps each command name to its subparser (filled by
+    :func:`build_parser`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+
+    def error(self, message: str) -> NoReturn:
+        """Print a one-line usage error, with a suggestion when one is near."""
+        self.print_usage(sys.stderr)
+        hint = suggestion(message, self)
+        self.exit(2, f"{self.prog}: error: {message}{hint}\n")
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    # The options a parser takes, as its help lists them.
+    return sorted(set(re.findall(r"(?<![\w-])--[a-zA-Z][\w-]*", parser.format_help())))
+
+
+def suggestion(message: str, parser: argparse.ArgumentParser) -> str:
+    """``"; did you mean X?"`` for a misspelled command, choice or option, else ``""``.
+
+    Args:
+        message: argparse's error message.
+        parser: The parser that failed (its commands and options are the choices).
+    """
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        given = choice.group(1)
+        options = [c.strip(" '") for c in choice.group(2).split(",")]
+        near = difflib.get_close_matches(given, options, n=1)
+        return f"; did you mean {near[0]!r}?" if near else ""
+    unknown = re.search(r"unrecognized arguments: (\S+)", message)
+    if unknown:
+        given = unknown.group(1).split("=", 1)[0]
+        known = _options_of(parser)
+        if isinstance(parser, JournalParser):
+            for sub in parser.commands.values():
+                known += _options_of(sub)
+        near = difflib.get_close_matches(given, sorted(set(known)), n=1)
+        return f"; did you mean {near[0]}?" if near else ""
+    return ""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agent-journal")
+    except metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown (not installed)"
+
+
+def build_parser() -> JournalParser:
     """Build the argument parser of ``agent-journal``.
 
     Returns:
         The parser; the command's name is in ``command`` (None when missing).
     """
-    parser = argparse.ArgumentParser(
+    parser = JournalParser(
         prog=PROG,
         description="An event-sourced journal for AI-agent state: "
-        "inspect, verify, export and recover threads.",
+        "inspect, verify, export, recover and reconcile threads.",
+        epilog="exit status: 0 ok; 1 verify found a problem, or the journal "
+        "reported an error (a missing thread, a held lease, a refused import); "
+        "2 bad usage, or a root that is not a journal; 130 interrupted",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         _add_common(p, top=False)
+        parser.commands[name] = p
         return p
 
-    command(
+    p = command(
         "demo",
         "run a ten-second tour: turns with a tool call, a crash, a takeover, "
         "a zombie writer, time travel and verify",
     )
+    p.add_argument(
+        "--incident",
+        action="store_true",
+        help="stop after the crash (step 4): leave the interrupted run and its "
+        "uncertain tool call to investigate (docs/CLI.md)",
+    )
 
-    p = command("ls", "list threads with their head and last activity")
+    p = command(
+        "ls",
+        "list threads with their head, last activity and what needs attention",
+    )
     _add_thread_flags(p, required=False)
+    p.add_argument(
+        "--attention",
+        action="store_true",
+        help="only threads that need attention: an unfinished run, uncertain "
+        "tool calls, or damage",
+    )
 
     p = command("log", "show a thread's records and events")
     _add_thread_flags(p, required=True)
     p.add_argument("--from", dest="start", type=_non_negative, metavar="N")
     p.add_argument("--to", dest="stop", type=_non_negative, metavar="M")
     p.add_argument("--tail", type=_non_negative, metavar="K", help="the last K only")
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="one run's records")
+    p.add_argument(
+        "--type",
+        dest="types",
+        action="append",
+        default=[],
+        metavar="EVENT_TYPE",
+        help="only events of this type, e.g. ToolCallRequested (repeatable)",
+    )
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing new records as they are committed, until Ctrl-C",
+    )
+    p.add_argument(
+        "--poll",
+        type=_seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="with --follow: how often to look for new records (default: 0.5)",
+    )
+    p.add_argument(
+        "--limit",
+        type=_non_negative,
+        metavar="N",
+        help="with --follow: stop after N records",
+    )
+
+    p = command(
+        "runs",
+        "the run ledger: each run's outcome, turn, parent run and tool calls "
+        "(completed / uncertain / reconciled)",
+    )
+    _add_thread_flags(p, required=True)
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="this run only")
+
+    p = command(
+        "history",
+        "every message the thread ever held, cleared and compacted ones marked",
+    )
+    _add_thread_flags(p, required=True)
 
     p = command("state", "rebuild a thread's state (time travel: --at)")
     _add_thread_flags(p, required=True)
@@ -178,24 +352,59 @@ def build_parser() -> argparse.ArgumentParser:
     _add_thread_flags(p, required=True)
     _add_lease_flags(p)
 
-    p = command("export", "export every record, one JSON line each")
+    p = command(
+        "export", "export every record, one JSON line each (JSON already: no --json)"
+    )
     _add_thread_flags(p, required=True)
     p.add_argument("--format", choices=["jsonl"], default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
 
     p = command(
         "recover",
-        "take the lease (an unfinished run is marked interrupted) and report "
-        "runs and tool calls whose outcome is unknown; never re-runs a tool",
+        "if the thread needs it, take the lease (an unfinished run is marked "
+        "interrupted) and report tool calls whose outcome is unknown; never "
+        "re-runs a tool, and writes nothing when nothing needs recovery",
     )
     _add_thread_flags(p, required=True)
     _add_lease_flags(p)
 
     p = command(
-        "import",
-        "turn a snapshot-mode state slot into a new journal thread",
+        "reconcile",
+        "record what became of each uncertain tool call (exactly the uncertain "
+        "set), so the thread can run again; no model is called",
     )
     _add_thread_flags(p, required=True)
+    p.add_argument(
+        "--call",
+        dest="calls",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="CALL_ID=OUTCOME",
+        help="the call's outcome as text, e.g. 'call-7=sent' (repeatable)",
+    )
+    p.add_argument(
+        "--error",
+        dest="errors",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="CALL_ID=MESSAGE",
+        help="the call failed, with this message (repeatable)",
+    )
+    p.add_argument(
+        "--reason",
+        default="reconciled by an operator",
+        help="why, recorded with each verdict (default: %(default)s)",
+    )
+    _add_lease_flags(p)
+
+    p = command(
+        "import",
+        "create a new thread from a snapshot-mode state slot (--from) or from an "
+        "`export` file (--from-export)",
+    )
+    _add_thread_flags(p, required=True, creates=True)
     p.add_argument(
         "--from",
         dest="source",
@@ -204,26 +413,75 @@ def build_parser() -> argparse.ArgumentParser:
         "sqlite+aiosqlite://..., postgresql+asyncpg://... "
         "(default: the JSON-file store's default root for the agent)",
     )
+    p.add_argument(
+        "--from-export",
+        dest="export_file",
+        metavar="FILE",
+        help="a file `export` wrote: the new thread's records carry its events",
+    )
     p.add_argument("--holder", help="holder id written in the lease")
     return parser
 
 
 # --- flags to options -----------------------------------------------------------------
 
+THREAD_COMMANDS = frozenset(
+    {
+        "log",
+        "runs",
+        "history",
+        "state",
+        "diff",
+        "checkpoint",
+        "export",
+        "recover",
+        "reconcile",
+        "import",
+    }
+)
+"""Commands that work on one thread (all but ``demo``, ``ls`` and ``verify``)."""
 
-def _filter(args: argparse.Namespace) -> ThreadFilter:
-    return ThreadFilter(
-        args.namespace, args.agent, args.user, args.session, args.thread
+NO_DATA_COMMANDS = {
+    "demo": "the demo narrates as it runs and prints no data",
+    "export": "export writes JSON lines already",
+}
+"""Commands that refuse ``--json``, and why."""
+
+
+def thread_filter(args: argparse.Namespace) -> ThreadFilter:
+    """The threads the command line names: its THREAD path, else its id flags.
+
+    Raises:
+        CommandError: Both a path and flags are given, or the path is malformed
+            (exit 2).
+    """
+    user = args.user
+    flags = ThreadFilter(
+        args.namespace,
+        args.agent,
+        None if user == ANONYMOUS else user,
+        args.session,
+        args.thread,
+        anonymous=user == ANONYMOUS,
     )
-
-
-def _key(args: argparse.Namespace) -> ThreadKey:
-    return _filter(args).key()
+    return merge_filter(args.path, flags, prefix=args.command not in THREAD_COMMANDS)
 
 
 def _holder(args: argparse.Namespace, verb: str) -> str:
     holder: str | None = args.holder
     return holder or f"cli-{verb}-{socket.gethostname()}-{os.getpid()}"
+
+
+def _pairs(
+    pairs: Sequence[tuple[str, str]], flag: str, seen: set[str]
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for call_id, value in pairs:
+        if call_id in seen:
+            raise usage_error(f"call {call_id!r} is given twice ({flag})")
+        seen.add(call_id)
+        out[call_id] = value
+    return out
 
 
 def options_from_args(
@@ -232,6 +490,7 @@ def options_from_args(
     root: str,
     storage_options: dict[str, Any],
     pace: float = 0.0,
+    key: ThreadKey | None = None,
 ) -> Options:
     """The options of the command ``args`` names.
 
@@ -240,11 +499,17 @@ def options_from_args(
         root: The journal root URL the command runs on.
         storage_options: The root's storage options (for the demo's child).
         pace: The demo's pause after each step title, in seconds.
+        key: The thread, for commands in :data:`THREAD_COMMANDS` (resolved from
+            :func:`thread_filter` by the caller, which may need to list threads).
 
     Raises:
         InvalidKeyError: The thread's ids are not valid.
-        ValueError: ``args`` names no known command.
+        CommandError: Contradictory flags (exit 2).
+        ValueError: ``args`` names no known command, or a thread command has
+            no ``key``.
     """
+    if args.command in THREAD_COMMANDS and key is None:
+        raise ValueError(f"{args.command} needs the thread's key")
     match args.command:
         case "demo":
             flags = ("--root", args.root) if args.root else ()
@@ -253,38 +518,76 @@ def options_from_args(
                 storage_options=storage_options,
                 cli_flags=flags,
                 pace=pace,
+                incident=args.incident,
             )
         case "ls":
-            return LsOptions(root=root, filter=_filter(args))
+            return LsOptions(
+                root=root, filter=thread_filter(args), attention=args.attention
+            )
+        case "verify":
+            return VerifyOptions(root=root, filter=thread_filter(args))
+    assert key is not None  # noqa: S101 -- checked above; narrows the type
+    match args.command:
         case "log":
+            if not args.follow and args.limit is not None:
+                raise usage_error("--limit applies to --follow only")
             return LogOptions(
                 root=root,
-                key=_key(args),
+                key=key,
                 start=args.start,
                 stop=args.stop,
                 tail=args.tail,
+                run_id=args.run_id,
+                types=tuple(args.types),
+                follow=args.follow,
+                poll=max(args.poll, 0.01),
+                limit=args.limit,
             )
+        case "runs":
+            return RunsOptions(root=root, key=key, run_id=args.run_id)
+        case "history":
+            return HistoryOptions(root=root, key=key)
         case "state":
-            return StateOptions(root=root, key=_key(args), at=args.at)
+            return StateOptions(root=root, key=key, at=args.at)
         case "diff":
-            return DiffOptions(
-                root=root, key=_key(args), start=args.start, stop=args.stop
-            )
-        case "verify":
-            return VerifyOptions(root=root, filter=_filter(args))
+            return DiffOptions(root=root, key=key, start=args.start, stop=args.stop)
         case "checkpoint":
-            return CheckpointOptions(root=root, key=_key(args))
+            return CheckpointOptions(root=root, key=key)
         case "export":
-            return ExportOptions(root=root, key=_key(args), output=args.output)
+            return ExportOptions(root=root, key=key, output=args.output)
         case "recover":
             return RecoverOptions(
                 root=root,
-                key=_key(args),
+                key=key,
                 holder=_holder(args, "recover"),
                 wait=args.wait,
             )
+        case "reconcile":
+            seen: set[str] = set()
+            outcomes = _pairs(args.calls, "--call", seen)
+            errors = _pairs(args.errors, "--error", seen)
+            if not seen:
+                raise usage_error(
+                    "give each uncertain call's outcome: --call CALL_ID=OUTCOME "
+                    "or --error CALL_ID=MESSAGE (`recover` or `runs` lists them)"
+                )
+            return ReconcileOptions(
+                root=root,
+                key=key,
+                holder=_holder(args, "reconcile"),
+                outcomes=outcomes,
+                errors=errors,
+                reason=args.reason,
+                wait=args.wait,
+            )
         case "import":
+            if args.export_file is not None:
+                if args.source is not None:
+                    raise usage_error("give --from or --from-export, not both")
+                return ImportExportOptions(
+                    key=key, holder=_holder(args, "import"), path=args.export_file
+                )
             return ImportOptions(
-                key=_key(args), holder=_holder(args, "import"), source=args.source
+                key=key, holder=_holder(args, "import"), source=args.source
             )
     raise ValueError(f"unknown command {args.command!r}")

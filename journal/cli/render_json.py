@@ -13,17 +13,22 @@ from journal.cli.reports import (
     DemoReport,
     DiffReport,
     ExportReport,
+    HistoryReport,
+    ImportExportReport,
     ImportReport,
     LogReport,
     LsReport,
+    ReconcileReport,
     RecoverReport,
+    RunsReport,
     StateReport,
     VerifyThreadsReport,
+    call_status,
 )
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
-    from journal.cli.reports import Report
+    from journal.cli.reports import LeaseView, Report, RunView
     from journal.codec import Record
     from journal.engine import Finding, VerifyReport
     from journal.keys import ThreadKey
@@ -107,6 +112,10 @@ _Documented = (
     | CheckpointReport
     | RecoverReport
     | ImportReport
+    | RunsReport
+    | HistoryReport
+    | ReconcileReport
+    | ImportExportReport
 )
 
 
@@ -122,6 +131,7 @@ def _document(report: _Documented) -> dict[str, Any]:
                         "head": t.head,
                         "records": t.records,
                         "last_activity": t.last_activity or None,
+                        "attention": t.attention,
                         **({"error": t.error} if t.error else {}),
                     }
                     for t in report.threads
@@ -131,7 +141,57 @@ def _document(report: _Documented) -> dict[str, Any]:
             return {
                 "thread": thread_json(report.key),
                 "head": report.head,
+                "run_id": report.run_id,
+                "types": list(report.types),
                 "records": [record_json(r) for r in report.records],
+            }
+        case RunsReport():
+            return {
+                "thread": thread_json(report.key),
+                "head": report.head,
+                "lease": _lease_json(report.lease),
+                "runs": [_run_json(v) for v in report.runs],
+            }
+        case HistoryReport():
+            return {
+                "thread": thread_json(report.key),
+                "head": report.head,
+                "messages": [
+                    {
+                        "version": e.version,
+                        "cleared_at": e.cleared_at,
+                        "compacted_at": e.compacted_at,
+                        "in_context": e.cleared_at is None and e.compacted_at is None,
+                        "message": msgspec.to_builtins(e.message),
+                    }
+                    for e in report.entries
+                ],
+            }
+        case ReconcileReport():
+            return {
+                "thread": thread_json(report.key),
+                "fence_version": report.fence_version,
+                "version": report.version,
+                "reason": report.reason,
+                "calls": [
+                    {
+                        "call_id": c.call_id,
+                        "name": c.name,
+                        "run_id": c.run_id or None,
+                        "outcome": c.outcome,
+                        "is_error": c.is_error,
+                    }
+                    for c in report.calls
+                ],
+            }
+        case ImportExportReport():
+            return {
+                "thread": thread_json(report.key),
+                "path": report.path,
+                "records": report.records,
+                "events": report.events,
+                "version": report.version,
+                "epoch": report.epoch,
             }
         case DiffReport():
             return {
@@ -157,6 +217,8 @@ def _document(report: _Documented) -> dict[str, Any]:
         case RecoverReport():
             return {
                 "thread": thread_json(report.key),
+                "recovered": report.recovered,
+                "lease": _lease_json(report.lease),
                 "previous_head": report.previous_head,
                 "fence_version": report.fence_version,
                 "epoch": report.epoch,
@@ -213,4 +275,34 @@ def _call_json(call: ToolCallEntry, run_id: str) -> dict[str, Any]:
         "run_id": run_id or None,
         "requested_at": call.requested_at,
         "outcome": call.outcome,
+        "status": call_status(call),
+        "output": call.output,
+        "resolved_at": call.resolved_at,
+    }
+
+
+def _lease_json(lease: LeaseView | None) -> dict[str, Any] | None:
+    if lease is None:
+        return None
+    return {
+        "holder": lease.holder,
+        "epoch": lease.epoch,
+        "expires_at": lease.expires_at,
+        "live": lease.live,
+        "damage": lease.damage,
+    }
+
+
+def _run_json(view: RunView) -> dict[str, Any]:
+    entry = view.entry
+    return {
+        "run_id": entry.run_id or None,
+        "status": entry.status,
+        "started_at": entry.started_at,
+        "ended_at": entry.ended_at,
+        "reason": entry.reason,
+        "turn_id": view.turn_id,
+        "parent_run_id": view.parent_run_id,
+        "parent_thread": view.parent_thread,
+        "tool_calls": [_call_json(c, entry.run_id) for c in entry.tool_calls],
     }

@@ -1,13 +1,29 @@
-"""Reports as text for a terminal: aligned tables and one-line summaries."""
+"""Reports as text for a terminal: aligned tables and one-line summaries.
+
+Tables are laid out by ``rich``. Without a width (output that is not a
+terminal: a pipe, a file, a test's capture) they take their natural width and
+no colour, so the text is plain and stable for scripts; given a terminal's width
+they fit it (the widest column folds), and with ``color`` statuses are coloured.
+"""
 
 from __future__ import annotations
 
+import io
+import re
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
 
 from journal.cli.describe import (
     compact,
     describe_event,
     event_type_name,
+    format_relative,
     format_time,
     message_summary,
     shorten,
@@ -20,12 +36,18 @@ from journal.cli.reports import (
     DiffReport,
     ExportReport,
     FieldChange,
+    HistoryReport,
+    ImportExportReport,
     ImportReport,
+    LeaseView,
     LogReport,
     LsReport,
+    ReconcileReport,
     RecoverReport,
+    RunsReport,
     StateReport,
     VerifyThreadsReport,
+    call_status,
 )
 
 if TYPE_CHECKING:
@@ -36,7 +58,110 @@ if TYPE_CHECKING:
     from journal.codec import Record
     from projections.agent_state import AgentState
 
-__all__ = ["format_table", "render_notes", "render_text"]
+__all__ = ["STYLES", "format_table", "render_notes", "render_text"]
+
+STYLES = {
+    "ok": "green",
+    "FAIL": "bold red",
+    "problem": "red",
+    "warning": "yellow",
+    "completed": "green",
+    "failed": "red",
+    "uncertain": "bold yellow",
+    "reconciled": "cyan",
+    "running": "blue",
+    "interrupted": "yellow",
+    "unfinished": "bold yellow",
+    "attention": "bold yellow",
+    "cleared": "dim",
+    "compacted": "dim",
+}
+"""Rich styles of the words the tables colour (on a terminal only)."""
+
+Cell = str | Text
+
+
+@dataclass(slots=True)
+class _Grid:
+    """A table to lay out: ``right`` columns right-aligned, ``flex`` may fold."""
+
+    headers: Sequence[str]
+    rows: list[list[Cell]]
+    right: Sequence[int] = ()
+    indent: int = 0
+    show_header: bool = True
+    flex: int | None = None  # default: the last column
+    style: dict[int, str] = field(default_factory=dict)
+
+
+Block = str | Text | _Grid
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _styled(word: str) -> Text:
+    return Text(word, style=STYLES.get(word.split()[0] if word else "", ""))
+
+
+def _sanitize(cell: Cell) -> Cell:
+    # Agent content is untrusted: no escape sequence reaches a terminal.
+    if isinstance(cell, Text):
+        if _CONTROL.search(cell.plain):
+            return Text(_CONTROL.sub("?", cell.plain), style=cell.style)
+        return cell
+    return _CONTROL.sub("?", cell)
+
+
+def _table(grid: _Grid, *, fit: bool, color: bool) -> Table:
+    table = Table(
+        box=None,
+        pad_edge=False,
+        padding=(0, 1),
+        show_edge=False,
+        show_header=grid.show_header,
+        header_style="bold" if color else "",
+    )
+    flex = grid.flex if grid.flex is not None else len(grid.headers) - 1
+    for i, header in enumerate(grid.headers):
+        table.add_column(
+            header,
+            justify="right" if i in grid.right else "left",
+            no_wrap=not (fit and i == flex),
+            overflow="fold" if fit and i == flex else "ellipsis",
+        )
+    for row in grid.rows:
+        table.add_row(*(_sanitize(c) if fit else c for c in row))
+    return table
+
+
+def _emit(blocks: Sequence[Block], width: int | None, color: bool) -> str:
+    if not blocks:
+        return ""
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width or 1_000_000,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        legacy_windows=False,
+    )
+    fit = width is not None
+    for block in blocks:
+        if isinstance(block, _Grid):
+            table = _table(block, fit=fit, color=color)
+            if block.indent:
+                console.print(Padding(table, (0, 0, 0, block.indent)))
+            else:
+                console.print(table)
+        else:
+            text = block if isinstance(block, Text) else Text(block)
+            console.print(_sanitize(text) if fit else text, soft_wrap=True)
+    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+
 
 _LOG_HEADERS = ("VERSION", "EPOCH", "WRITER", "COMMITTED", "RUN", "EVENT", "DETAIL")
 
@@ -68,53 +193,62 @@ def format_table(
     return "\n".join([line(headers), *(line(r) for r in rows)])
 
 
-def _body(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    indent: str,
-    *,
-    right: Sequence[int] = (),
-) -> list[str]:
-    # A table without its header line, indented under a heading of its own.
-    lines = format_table(headers, rows, right=right).splitlines()[1:]
-    return [indent + line for line in lines]
-
-
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
-def _text(lines: Sequence[str]) -> str:
-    return "".join(line + "\n" for line in lines)
-
-
-def render_text(report: Report) -> str:
+def render_text(
+    report: Report, *, width: int | None = None, color: bool = False
+) -> str:
     """``report`` as the text ``agent-journal`` prints on stdout.
+
+    Args:
+        report: A command's report.
+        width: The terminal's width to fit tables to; None (not a terminal):
+            natural widths, plain text.
+        color: Colour statuses and headers (only ever on a terminal).
 
     Returns:
         Whole lines, each ending in a newline; empty for reports whose output
         went elsewhere while the command ran (``export``, ``demo``).
     """
+    return _emit(_blocks(report), width, color)
+
+
+def _blocks(report: Report) -> list[Block]:
     match report:
         case LsReport():
-            return _text(_ls(report))
+            return _ls(report)
         case LogReport():
-            return _text(_log(report))
+            return _log(report)
         case StateReport():
-            return _text(_state(report))
+            return _state(report)
         case DiffReport():
-            return _text(_diff(report))
+            return _diff(report)
         case VerifyThreadsReport():
-            return _text(_verify(report))
+            return _verify(report)
         case CheckpointReport():
             label = thread_label(report.key)
-            return _text([f"{label}: checkpoint written at version {report.version}"])
+            return [f"{label}: checkpoint written at version {report.version}"]
         case RecoverReport():
-            return _text(_recover(report))
+            return _recover(report)
         case ImportReport():
-            return _text(_import(report))
+            return _import(report)
+        case RunsReport():
+            return _runs(report)
+        case HistoryReport():
+            return _history(report)
+        case ReconcileReport():
+            return _reconcile(report)
+        case ImportExportReport():
+            return [
+                f"imported {_plural(report.records, 'record')} "
+                f"({_plural(report.events, 'event')}) from {report.path}",
+                f"into {thread_label(report.key)}: head {report.version}, "
+                f"epoch {report.epoch}",
+            ]
         case ExportReport() | DemoReport():
-            return ""
+            return []
 
 
 def render_notes(report: Report) -> str:
@@ -124,11 +258,9 @@ def render_notes(report: Report) -> str:
         Whole lines, each ending in a newline, or an empty string.
     """
     if isinstance(report, ExportReport) and report.output is not None:
-        return _text(
-            [
-                f"exported {report.count} records of {thread_label(report.key)} "
-                f"to {report.output}"
-            ]
+        return (
+            f"exported {report.count} records of {thread_label(report.key)} "
+            f"to {report.output}\n"
         )
     return ""
 
@@ -136,10 +268,12 @@ def render_notes(report: Report) -> str:
 # --- ls ---------------------------------------------------------------------------
 
 
-def _ls(report: LsReport) -> list[str]:
+def _ls(report: LsReport) -> list[Block]:
     if not report.threads:
+        if report.attention_only:
+            return [f"no threads need attention under {report.root}"]
         return [f"no threads under {report.root}"]
-    rows = [
+    rows: list[list[Cell]] = [
         [
             thread_label(t.key),
             str(t.head),
@@ -147,31 +281,37 @@ def _ls(report: LsReport) -> list[str]:
             f"unreadable: {shorten(t.error, 60)}"
             if t.error
             else format_time(t.last_activity),
+            Text("; ".join(t.attention), style=STYLES["attention"])
+            if t.attention
+            else "-",
         ]
         for t in report.threads
     ]
-    headers = ("THREAD", "HEAD", "RECORDS", "LAST ACTIVITY")
-    return [
-        format_table(headers, rows, right=(1, 2)),
-        _plural(len(report.threads), "thread"),
-    ]
+    headers = ("THREAD", "HEAD", "RECORDS", "LAST ACTIVITY", "ATTENTION")
+    need = sum(1 for t in report.threads if t.attention)
+    summary = _plural(len(report.threads), "thread")
+    if need:
+        summary += f", {need} needing attention"
+    return [_Grid(headers, rows, right=(1, 2), flex=0), summary]
 
 
 # --- log --------------------------------------------------------------------------
 
 
-def _log_rows(records: Sequence[Record]) -> list[list[str]]:
-    rows: list[list[str]] = []
+def _log_rows(records: Sequence[Record]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
     for record in records:
+        run = record.run_id or "-"
         head = [
             str(record.version),
             str(record.epoch),
             record.writer,
             format_time(record.committed_at),
-            record.run_id or "-",
+            run,
         ]
         for i, event in enumerate(record.events or [None]):
-            cells = head if i == 0 else ["", "", "", "", ""]
+            # Continuation lines repeat the run, so a grep for it finds them all.
+            cells: list[Cell] = list(head) if i == 0 else ["", "", "", "", run]
             if event is None:
                 rows.append([*cells, "(no events)", ""])
             else:
@@ -181,16 +321,168 @@ def _log_rows(records: Sequence[Record]) -> list[list[str]]:
     return rows
 
 
-def _log_table(records: Sequence[Record]) -> str:
-    return format_table(_LOG_HEADERS, _log_rows(records), right=(0, 1))
+def _log_grid(records: Sequence[Record], *, show_header: bool = True) -> _Grid:
+    return _Grid(
+        _LOG_HEADERS, _log_rows(records), right=(0, 1), show_header=show_header
+    )
 
 
-def _log(report: LogReport) -> list[str]:
-    lines = [f"{thread_label(report.key)}  head {report.head}"]
+def _log(report: LogReport) -> list[Block]:
+    if report.continued:
+        return [_log_grid(report.records, show_header=False)] if report.records else []
+    title = f"{thread_label(report.key)}  head {report.head}"
+    if report.run_id is not None:
+        title += f"  run {report.run_id}"
+    if report.types:
+        title += f"  events {', '.join(report.types)}"
+    lines: list[Block] = [title]
     if report.records:
-        lines.append(_log_table(report.records))
+        lines.append(_log_grid(report.records))
+    elif report.run_id is not None or report.types:
+        lines.append("(no records match)")
     else:
         lines.append("(no records in that range)")
+    return lines
+
+
+# --- runs and history -------------------------------------------------------------
+
+
+def _lease_line(lease: LeaseView | None, now: float) -> str:
+    if lease is None:
+        return "lease: none"
+    if lease.damage is not None:
+        return f"lease: damaged ({lease.damage}); it proves no holder"
+    when = f"{format_time(lease.expires_at)} ({format_relative(lease.expires_at, now)})"
+    if lease.live:
+        return f"lease: held by {lease.holder} (epoch {lease.epoch}) until {when}"
+    holder = f"{lease.holder}, " if lease.holder else ""
+    return f"lease: free ({holder}epoch {lease.epoch}, expired {when})"
+
+
+def _runs(report: RunsReport) -> list[Block]:
+    lines: list[Block] = [
+        f"{thread_label(report.key)}  head {report.head}  "
+        f"{_plural(len(report.runs), 'run')}",
+        _lease_line(report.lease, time.time()),
+    ]
+    if not report.runs:
+        return lines
+    rows: list[list[Cell]] = []
+    for view in report.runs:
+        entry = view.entry
+        calls = entry.tool_calls
+        counts: dict[str, int] = {}
+        for call in calls:
+            status = call_status(call)
+            counts[status] = counts.get(status, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items()) or "-"
+        rows.append(
+            [
+                entry.run_id or "(outside a run)",
+                _styled(entry.status),
+                str(entry.started_at),
+                str(entry.ended_at) if entry.ended_at is not None else "-",
+                view.turn_id or "-",
+                view.parent_run_id or "-",
+                Text(summary, style=STYLES["uncertain"])
+                if "uncertain" in counts
+                else summary,
+                shorten(entry.reason, 40) if entry.reason else "-",
+            ]
+        )
+    lines.append(
+        _Grid(
+            (
+                "RUN",
+                "STATUS",
+                "STARTED",
+                "ENDED",
+                "TURN",
+                "PARENT",
+                "TOOL CALLS",
+                "REASON",
+            ),
+            rows,
+            right=(2, 3),
+        )
+    )
+    call_rows: list[list[Cell]] = [
+        [
+            call.call_id,
+            call.name,
+            view.run_id or "-",
+            str(call.requested_at),
+            _styled(call_status(call)),
+            str(call.resolved_at) if call.resolved_at is not None else "-",
+            shorten(compact(call.input), 40),
+            shorten(compact(call.output), 40) if call.output is not None else "-",
+        ]
+        for view in report.runs
+        for call in view.entry.tool_calls
+    ]
+    if call_rows:
+        lines.append("tool calls:")
+        lines.append(
+            _Grid(
+                (
+                    "CALL",
+                    "TOOL",
+                    "RUN",
+                    "REQUESTED",
+                    "STATUS",
+                    "RESOLVED",
+                    "INPUT",
+                    "OUTPUT",
+                ),
+                call_rows,
+                right=(3, 5),
+                indent=2,
+            )
+        )
+    parents = {v.run_id: v.parent_thread for v in report.runs if v.parent_thread}
+    lines += [f"run {run} was started from thread {t}" for run, t in parents.items()]
+    uncertain = [c.call_id for v in report.runs for c in v.uncertain]
+    if uncertain:
+        lines.append(
+            Text(
+                f"uncertain: {', '.join(uncertain)}; settle with `reconcile "
+                f"{thread_label(report.key)} --call ID=OUTCOME` (or --error ID=MSG)",
+                style=STYLES["uncertain"],
+            )
+        )
+    return lines
+
+
+def _history(report: HistoryReport) -> list[Block]:
+    entries = report.entries
+    gone = sum(1 for e in entries if e.cleared_at or e.compacted_at)
+    lines: list[Block] = [
+        f"{thread_label(report.key)}  head {report.head}  "
+        f"{_plural(len(entries), 'message')} ever, {gone} no longer in context"
+    ]
+    if not entries:
+        return lines
+    rows: list[list[Cell]] = []
+    for i, entry in enumerate(entries, 1):
+        if entry.compacted_at is not None:
+            mark: Cell = _styled(f"compacted {entry.compacted_at}")
+        elif entry.cleared_at is not None:
+            mark = _styled(f"cleared {entry.cleared_at}")
+        else:
+            mark = "-"
+        rows.append(
+            [
+                str(i),
+                str(entry.version),
+                entry.message.role,
+                mark,
+                shorten(message_summary(entry.message)),
+            ]
+        )
+    lines.append(
+        _Grid(("#", "VERSION", "ROLE", "LEFT CONTEXT", "CONTENT"), rows, right=(0, 1))
+    )
     return lines
 
 
@@ -237,24 +529,30 @@ def _state_lines(state: AgentState) -> list[str]:
     return [f"{name.ljust(width)}  {value}" for name, value in rows]
 
 
-def _message_rows(messages: Sequence[ev.Msg]) -> list[list[str]]:
+def _message_rows(messages: Sequence[ev.Msg]) -> list[list[Cell]]:
     return [
         [str(i), m.role, shorten(message_summary(m))] for i, m in enumerate(messages, 1)
     ]
 
 
-def _state(report: StateReport) -> list[str]:
+def _state(report: StateReport) -> list[Block]:
     state = report.state
     when = "head" if report.version == report.head else f"head {report.head}"
-    lines = [
+    lines: list[Block] = [
         f"{thread_label(report.key)}  version {report.version} ({when})",
         f"messages ({len(state.context)})",
     ]
     if state.context:
-        lines += _body(
-            ("#", "ROLE", "CONTENT"), _message_rows(state.context), "  ", right=(0,)
+        lines.append(
+            _Grid(
+                ("#", "ROLE", "CONTENT"),
+                _message_rows(state.context),
+                right=(0,),
+                indent=2,
+                show_header=False,
+            )
         )
-    return lines + _state_lines(state)
+    return lines + list(_state_lines(state))
 
 
 # --- diff -------------------------------------------------------------------------
@@ -272,44 +570,60 @@ def _new_value(change: FieldChange) -> str:
     return shorten(compact(change.new), 50)
 
 
-def _diff(report: DiffReport) -> list[str]:
+def _diff(report: DiffReport) -> list[Block]:
     start, stop = report.start, report.stop
     changes, added, removed = report.changes, report.added, report.removed
-    lines = [f"{thread_label(report.key)}  version {start} -> {stop}"]
+    lines: list[Block] = [f"{thread_label(report.key)}  version {start} -> {stop}"]
     if not (changes or added or removed):
         lines.append("state: no changes")
     else:
         lines.append("state changes:")
-        rows = [[c.field, _old_value(c), "->", _new_value(c)] for c in changes]
+        rows: list[list[Cell]] = [
+            [c.field, _old_value(c), "->", _new_value(c)] for c in changes
+        ]
         if rows:
-            lines += _body(("FIELD", "OLD", "", "NEW"), rows, "  ")
+            lines.append(
+                _Grid(("FIELD", "OLD", "", "NEW"), rows, indent=2, show_header=False)
+            )
         if added or removed:
             lines.append(f"  context: +{len(added)} / -{len(removed)} messages")
-            rows = [["+", m.role, shorten(message_summary(m))] for m in added]
-            rows += [["-", m.role, shorten(message_summary(m))] for m in removed]
-            lines += _body(("", "ROLE", "CONTENT"), rows, "    ")
+            msg_rows: list[list[Cell]] = [
+                ["+", m.role, shorten(message_summary(m))] for m in added
+            ]
+            msg_rows += [["-", m.role, shorten(message_summary(m))] for m in removed]
+            lines.append(
+                _Grid(("", "ROLE", "CONTENT"), msg_rows, indent=4, show_header=False)
+            )
     if report.records:
         lines.append(f"records {start + 1}..{stop}:")
-        lines.append(_log_table(report.records))
+        lines.append(_log_grid(report.records))
     return lines
 
 
 # --- verify -----------------------------------------------------------------------
 
 
-def _verify(report: VerifyThreadsReport) -> list[str]:
+def _verify(report: VerifyThreadsReport) -> list[Block]:
     if not report.reports:
         return [f"no threads under {report.root}"]
-    lines: list[str] = []
+    lines: list[Block] = []
     for one in report.reports:
-        status = "ok  " if one.ok else "FAIL"
-        lines.append(
-            f"{status}  {thread_label(one.key)}  "
+        status = Text("ok  ", style=STYLES["ok"]) if one.ok else _styled("FAIL")
+        line = Text.assemble(
+            status,
+            f"  {thread_label(one.key)}  "
             f"{one.records} records, head {one.head}, "
-            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes"
+            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes",
         )
-        lines += [f"      problem: {finding}" for finding in one.problems]
-        lines += [f"      warning: {finding}" for finding in one.warnings]
+        lines.append(line)
+        lines += [
+            Text(f"      problem: {finding}", style=STYLES["problem"])
+            for finding in one.problems
+        ]
+        lines += [
+            Text(f"      warning: {finding}", style=STYLES["warning"])
+            for finding in one.warnings
+        ]
     total, bad = len(report.reports), len(report.with_problems)
     lines.append(
         f"verified {_plural(total, 'thread')}: {total - bad} ok, {bad} with problems"
@@ -317,15 +631,23 @@ def _verify(report: VerifyThreadsReport) -> list[str]:
     return lines
 
 
-# --- recover ----------------------------------------------------------------------
+# --- recover and reconcile --------------------------------------------------------
 
 
-def _recover(report: RecoverReport) -> list[str]:
-    lines = [
-        f"{thread_label(report.key)}: lease taken at epoch {report.epoch}; "
-        f"fence record at version {report.fence_version} "
-        f"(head was {report.previous_head})"
-    ]
+def _recover(report: RecoverReport) -> list[Block]:
+    label = thread_label(report.key)
+    if report.recovered:
+        lines: list[Block] = [
+            f"{label}: lease taken at epoch {report.epoch}; "
+            f"fence record at version {report.fence_version} "
+            f"(head was {report.previous_head})"
+        ]
+    else:
+        lines = [
+            f"{label}: nothing to recover (head {report.previous_head}); "
+            "nothing written",
+            _lease_line(report.lease, time.time()),
+        ]
     if report.interrupted_now:
         lines.append(
             "unfinished run marked interrupted (by recovery): "
@@ -335,18 +657,19 @@ def _recover(report: RecoverReport) -> list[str]:
         lines.append("no unfinished run")
     if report.runs:
         lines.append("runs needing attention:")
-        rows = [
+        rows: list[list[Cell]] = [
             [
                 r.run_id or "(outside a run)",
-                r.status,
+                _styled(r.status),
                 str(r.started_at),
                 str(r.ended_at) if r.ended_at is not None else "-",
                 r.reason or "-",
             ]
             for r in report.runs
         ]
-        table = format_table(("RUN", "STATUS", "STARTED", "ENDED", "REASON"), rows)
-        lines += ["  " + line for line in table.splitlines()]
+        lines.append(
+            _Grid(("RUN", "STATUS", "STARTED", "ENDED", "REASON"), rows, indent=2)
+        )
     if report.uncertain:
         lines.append("tool calls with unknown outcome (nothing was re-run):")
         rows = [
@@ -359,21 +682,44 @@ def _recover(report: RecoverReport) -> list[str]:
             ]
             for u in report.uncertain
         ]
-        table = format_table(("CALL", "TOOL", "REQUESTED", "RUN", "INPUT"), rows)
-        lines += ["  " + line for line in table.splitlines()]
         lines.append(
-            "reconcile each one (ToolCallReconciled, or Agent.reconcile_tool_calls) "
-            "once you know what happened"
+            _Grid(("CALL", "TOOL", "REQUESTED", "RUN", "INPUT"), rows, indent=2)
+        )
+        example = " ".join(f"--call {u.call.call_id}=OUTCOME" for u in report.uncertain)
+        lines.append(
+            f"reconcile each one once you know what happened: "
+            f"agent-journal reconcile {label} {example} "
+            "(or --error ID=MESSAGE)"
         )
     else:
         lines.append("no tool calls with unknown outcome")
     return lines
 
 
+def _reconcile(report: ReconcileReport) -> list[Block]:
+    rows: list[list[Cell]] = [
+        [
+            c.call_id,
+            c.name,
+            c.run_id or "-",
+            _styled("failed") if c.is_error else _styled("reconciled"),
+            shorten(c.outcome, 60),
+        ]
+        for c in report.calls
+    ]
+    return [
+        f"{thread_label(report.key)}: {_plural(len(report.calls), 'tool call')} "
+        f"reconciled at version {report.version} (fence {report.fence_version}); "
+        f"reason: {report.reason}",
+        _Grid(("CALL", "TOOL", "RUN", "VERDICT", "OUTCOME"), rows, indent=2),
+        "the thread can run again; the model sees each outcome as a tool result",
+    ]
+
+
 # --- import -----------------------------------------------------------------------
 
 
-def _import(report: ImportReport) -> list[str]:
+def _import(report: ImportReport) -> list[Block]:
     return [
         f"imported slot version {report.slot_version} ({report.messages} messages) "
         f"from {report.source}",

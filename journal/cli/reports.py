@@ -16,24 +16,78 @@ if TYPE_CHECKING:
     from journal.engine import VerifyReport
     from journal.keys import ThreadKey
     from projections.agent_state import AgentState
-    from projections.audit import RunEntry, ToolCallEntry
+    from projections.audit import HistoryEntry, RunEntry, ToolCallEntry
 
 __all__ = [
+    "CALL_STATUSES",
+    "CallStatus",
     "CheckpointReport",
     "DemoReport",
     "DiffReport",
     "ExportReport",
     "FieldChange",
+    "HistoryReport",
+    "ImportExportReport",
     "ImportReport",
+    "LeaseView",
     "LogReport",
     "LsReport",
+    "ReconcileReport",
+    "ReconciledCall",
     "RecoverReport",
     "Report",
+    "RunView",
+    "RunsReport",
     "StateReport",
     "ThreadSummary",
     "UncertainCall",
     "VerifyThreadsReport",
+    "call_status",
 ]
+
+CallStatus = Literal["completed", "failed", "uncertain", "reconciled", "running"]
+"""What became of a tool call, as an operator reads it."""
+
+CALL_STATUSES: tuple[CallStatus, ...] = (
+    "completed",
+    "failed",
+    "uncertain",
+    "reconciled",
+    "running",
+)
+
+
+def call_status(call: ToolCallEntry) -> CallStatus:
+    """A ledger call's status: completed (or failed), uncertain, reconciled, running.
+
+    ``pending`` is a call whose run may still be going (the lease is live);
+    ``unknown`` one whose run is over without a result: uncertain.
+    """
+    match call.outcome:
+        case "ok":
+            return "completed"
+        case "error":
+            return "failed"
+        case "reconciled":
+            return "reconciled"
+        case "pending":
+            return "running"
+    return "uncertain"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """A thread's writer lease as read (without taking it).
+
+    ``live``: a holder's unexpired, believable lease (a writer may be running);
+    ``damage``: why the ``LEASE`` object cannot be believed, if so.
+    """
+
+    holder: str
+    epoch: int
+    expires_at: float
+    live: bool
+    damage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +103,87 @@ class ThreadSummary:
     records: int = 0
     last_activity: float = 0.0
     error: str | None = None
+    attention: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
 class LsReport:
-    """``ls``: the threads found under ``root``, in a stable order."""
+    """``ls``: the threads found under ``root``, in a stable order.
+
+    ``attention_only``: the listing was filtered to threads needing attention.
+    """
 
     root: str
     threads: list[ThreadSummary]
+    attention_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class LogReport:
-    """``log``: the records of a thread in the range asked for."""
+    """``log``: the records of a thread in the range asked for.
+
+    ``records`` are filtered (by run, by event type) as asked: a record keeps
+    only its events that matched. ``run_id`` and ``types`` say which filters
+    applied; ``continued`` marks a later batch of ``log --follow``.
+    """
 
     key: ThreadKey
     head: int
     records: list[Record]
+    run_id: str | None = None
+    types: tuple[str, ...] = ()
+    continued: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """One run of the ledger, with where it sits in the run tree.
+
+    ``turn_id``, ``parent_run_id`` and ``parent_thread`` are None when the run
+    did not record them.
+    """
+
+    entry: RunEntry
+    turn_id: str | None = None
+    parent_run_id: str | None = None
+    parent_thread: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        """The run's id ("" for tool calls outside any run)."""
+        return self.entry.run_id
+
+    @property
+    def uncertain(self) -> list[ToolCallEntry]:
+        """The run's calls whose outcome is unknown."""
+        return [c for c in self.entry.tool_calls if call_status(c) == "uncertain"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunsReport:
+    """``runs``: the run ledger of a thread, oldest run first.
+
+    ``lease`` is the thread's lease as read: while it is live, open runs are
+    ``running``; otherwise they are ``unfinished`` and their calls uncertain.
+    """
+
+    key: ThreadKey
+    head: int
+    runs: list[RunView]
+    lease: LeaseView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryReport:
+    """``history``: every message the thread ever held, in order.
+
+    Each entry says the version it entered at and, if it left the context, the
+    version that cleared or compacted it.
+    """
+
+    key: ThreadKey
+    head: int
+    entries: list[HistoryEntry]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +271,14 @@ class UncertainCall:
 
 @dataclass(frozen=True, slots=True)
 class RecoverReport:
-    """``recover``: the lease taken, and what needs an operator's attention.
+    """``recover``: what was recovered, and what needs an operator's attention.
 
-    ``interrupted_now`` are the runs this recovery marked interrupted; ``runs``
-    those worth a look (interrupted now, still open, or with uncertain calls);
-    ``uncertain`` the tool calls whose outcome is unknown.
+    ``recovered`` is False when nothing needed recovery (no unfinished run):
+    then nothing was written, ``fence_version`` is 0 and ``epoch`` the lease's
+    current one. ``interrupted_now`` are the runs this recovery marked
+    interrupted; ``runs`` those worth a look (interrupted now, still open, or
+    with uncertain calls); ``uncertain`` the tool calls whose outcome is
+    unknown; ``lease`` the lease as read before anything was done.
     """
 
     key: ThreadKey
@@ -167,6 +288,33 @@ class RecoverReport:
     interrupted_now: list[str] = field(default_factory=list)
     runs: list[RunEntry] = field(default_factory=list)
     uncertain: list[UncertainCall] = field(default_factory=list)
+    recovered: bool = True
+    lease: LeaseView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciledCall:
+    """One verdict ``reconcile`` recorded."""
+
+    call_id: str
+    name: str
+    run_id: str
+    outcome: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    """``reconcile``: the verdicts committed, in the record at ``version``.
+
+    ``fence_version`` is the lease's fence record, just before it.
+    """
+
+    key: ThreadKey
+    fence_version: int
+    version: int
+    reason: str
+    calls: list[ReconciledCall]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +332,22 @@ class ImportReport:
     slot_version: int
     messages: int
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportExportReport:
+    """``import --from-export``: the thread created from an export file.
+
+    ``records`` were read from ``path`` (the export's versions 1 to ``records``);
+    the new thread's head is ``version``.
+    """
+
+    key: ThreadKey
+    path: str
+    records: int
+    events: int
+    version: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,5 +371,9 @@ Report = (
     | RecoverReport
     | ImportReport
     | DemoReport
+    | RunsReport
+    | HistoryReport
+    | ReconcileReport
+    | ImportExportReport
 )
 """Any command's report."""

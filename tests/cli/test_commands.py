@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -130,13 +131,24 @@ def test_ls_lists_threads_with_head_records_and_activity(root, capsys):
     code, out, _ = run(capsys, "--root", str(root), "ls")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["THREAD", "HEAD", "RECORDS", "LAST", "ACTIVITY"]
+    assert lines[0].split() == [
+        "THREAD",
+        "HEAD",
+        "RECORDS",
+        "LAST",
+        "ACTIVITY",
+        "ATTENTION",
+    ]
     assert "default/bot/alice/s1/main" in out
     assert "ops/bot/~/s2/main" in out
     row = next(line for line in lines if "alice/s1" in line).split()
     assert row[1:3] == ["7", "7"]
     assert row[3].startswith("20")  # a date
-    assert lines[-1] == "2 threads"
+    # Run r2 was left unfinished with its send_email call: the cheap check says so.
+    assert "unfinished run r2; 1 uncertain call (c2)" in out
+    other = next(line for line in lines if "ops/bot" in line)
+    assert other.rstrip().endswith("-")
+    assert lines[-1] == "2 threads, 1 needing attention"
 
 
 def test_ls_filters_and_json(root, capsys):
@@ -167,7 +179,8 @@ def test_root_comes_from_the_environment(root, capsys, monkeypatch):
 
 
 def test_empty_root(tmp_path, capsys):
-    code, out, _ = run(capsys, "--root", str(tmp_path / "none"), "ls")
+    (tmp_path / "empty").mkdir()
+    code, out, _ = run(capsys, "--root", str(tmp_path / "empty"), "ls")
     assert code == 0
     assert "no threads" in out
 
@@ -428,20 +441,43 @@ def test_recover_interrupts_the_unfinished_run_and_lists_uncertain_calls(root, c
     assert "nothing was re-run" in out
 
 
-async def _hold_lease(root: Path) -> None:
+async def _hold_lease(root: Path, *, run: bool = False) -> None:
     journal = Journal.open(root, fsync=False)
     # Acquire and abandon the writer: its lease stays live for 30 s.
-    await journal.acquire(KEY, holder="someone-else", lease_ttl=30)
+    writer = await journal.acquire(KEY, holder="someone-else", lease_ttl=30)
+    if run:
+        await writer.append([RunStarted("r3")], run_id="r3")
 
 
 def test_recover_with_a_live_lease_fails_cleanly(root, capsys):
-    asyncio.run(_hold_lease(root))
+    # The holder's own fence already interrupted r2; its run r3 is open: a
+    # recovery would need the lease, which is live.
+    asyncio.run(_hold_lease(root, run=True))
+    before, _ = read_thread(root)
     code, out, err = run(capsys, "--root", str(root), "recover", *THREAD)
     assert code == 1
     assert out == ""
     assert err.count("\n") == 1
     assert "someone-else" in err
     assert "Traceback" not in err
+    # The expiry is a readable time, and how far off it is.
+    assert re.search(r"until 20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ \(in \d+ s\)", err), err
+    assert len(read_thread(root)[0]) == len(before)  # nothing written
+
+
+def test_recover_writes_nothing_when_nothing_needs_recovery(root, capsys):
+    # The new holder's fence interrupted r2; no run is open any more.
+    asyncio.run(_hold_lease(root))
+    before, _ = read_thread(root)
+    code, out, _ = run(capsys, "--root", str(root), "recover", *THREAD)
+    assert code == 0
+    assert "nothing to recover" in out
+    assert "nothing written" in out
+    assert re.search(
+        r"lease: held by someone-else \(epoch 2\) until 20.*\(in \d+ s\)", out
+    )
+    assert "c2" in out  # still uncertain: reconcile settles it, not recover
+    assert len(read_thread(root)[0]) == len(before)
 
 
 # --- verify ------------------------------------------------------------------------
@@ -535,17 +571,17 @@ def test_invalid_ids_exit_2_with_a_clear_message(root, capsys, argv):
 
 
 @pytest.mark.parametrize(
-    "command", ["log", "state", "diff", "export", "checkpoint", "recover"]
+    "command",
+    ["log", "state", "diff", "export", "checkpoint", "recover", "runs", "history"],
 )
-def test_a_missing_thread_is_an_error_and_nothing_is_written(tmp_path, capsys, command):
-    root = tmp_path / "journal"
+def test_a_missing_thread_is_an_error_and_nothing_is_written(root, capsys, command):
     code, out, err = run(
         capsys, "--root", str(root), command, "--agent", "bot", "--session", "nope"
     )
     assert code == 1
     assert out == ""
     assert "does not exist" in err
-    assert not (root / "default").exists()
+    assert not (root / "default" / "bot" / "~").exists()
 
 
 def test_help_exits_0(capsys):

@@ -43,6 +43,7 @@ async def run_tour(journal: Journal, options: DemoOptions, out: TextIO) -> DemoR
             cli_flags=options.cli_flags,
             out=out,
             pace=options.pace,
+            incident=options.incident,
         )
     except DemoError as exc:
         raise CommandError(str(exc)) from None

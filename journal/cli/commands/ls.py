@@ -1,9 +1,11 @@
-"""``ls``: the threads under the root, with their head and last activity."""
+"""``ls``: the threads under the root, their head, last activity and attention."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from journal.cli.commands.leases import read_lease_view
+from journal.cli.commands.root import check_root
 from journal.cli.commands.threads import map_bounded, select_threads
 from journal.cli.progress import NO_PROGRESS
 from journal.cli.reports import LsReport, ThreadSummary
@@ -15,11 +17,43 @@ if TYPE_CHECKING:
     from journal.engine import Journal
     from journal.keys import ThreadKey
 
-__all__ = ["list_threads", "summarize_thread"]
+__all__ = ["attention", "list_threads", "summarize_thread"]
+
+
+async def attention(journal: Journal, key: ThreadKey) -> list[str]:
+    """What about ``key`` needs an operator, by a cheap check (not ``verify``).
+
+    Loads the state (newest checkpoint and tail) and reads the lease: a run
+    left unfinished with no live writer, tool calls whose outcome is unknown, a
+    damaged lease, a skipped checkpoint, or a record that fails to load.
+    """
+    notes: list[str] = []
+    try:
+        lease = await read_lease_view(journal, key)
+        state, warnings = await journal.load_with_warnings(key)
+    except JournalError as exc:
+        return [f"damaged: {exc}"]
+    live = lease is not None and lease.live
+    run = state.active_run_id
+    if run is not None and not live:
+        notes.append(f"unfinished run {run}")
+    uncertain = [
+        p.call_id
+        for p in state.tool_context.pending_calls.values()
+        if not (live and p.run_id == run)
+    ]
+    if uncertain:
+        noun = "call" if len(uncertain) == 1 else "calls"
+        notes.append(f"{len(uncertain)} uncertain {noun} ({', '.join(uncertain)})")
+    if lease is not None and lease.damage is not None:
+        notes.append("damaged lease")
+    if warnings:
+        notes.append(f"{len(warnings)} checkpoint skipped")
+    return notes
 
 
 async def summarize_thread(journal: Journal, key: ThreadKey) -> ThreadSummary:
-    """The head, record count and last activity of ``key``.
+    """The head, record count, last activity and attention notes of ``key``.
 
     An error reading the thread is kept in the summary rather than raised.
     """
@@ -33,8 +67,11 @@ async def summarize_thread(journal: Journal, key: ThreadKey) -> ThreadSummary:
             async for record in journal.records(key, head, head + 1):
                 last_activity = record.committed_at
     except JournalError as exc:
-        return ThreadSummary(key, head, count, error=str(exc))
-    return ThreadSummary(key, head, count, last_activity)
+        return ThreadSummary(
+            key, head, count, error=str(exc), attention=[f"damaged: {exc}"]
+        )
+    notes = await attention(journal, key) if head else []
+    return ThreadSummary(key, head, count, last_activity, attention=notes)
 
 
 async def list_threads(
@@ -44,9 +81,13 @@ async def list_threads(
 
     Raises:
         InvalidKeyError: A filter id is not valid.
+        CommandError: The root is not a journal (exit 2).
     """
+    await check_root(journal, options.root)
     keys = await select_threads(journal, options.filter)
     threads = await map_bounded(
         keys, lambda key: summarize_thread(journal, key), progress, "reading threads"
     )
-    return LsReport(options.root, threads)
+    if options.attention:
+        threads = [t for t in threads if t.attention]
+    return LsReport(options.root, threads, options.attention)

@@ -5,17 +5,23 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, TypeVar
 
-from journal.cli.errors import CommandError
+from journal.cli.errors import EXIT_USAGE, CommandError
+from journal.cli.options import ThreadFilter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from journal.cli.options import ThreadFilter
     from journal.cli.progress import Progress
     from journal.engine import Journal
     from journal.keys import ThreadKey
 
-__all__ = ["CONCURRENCY", "existing_head", "map_bounded", "select_threads"]
+__all__ = [
+    "CONCURRENCY",
+    "existing_head",
+    "map_bounded",
+    "resolve_thread",
+    "select_threads",
+]
 
 CONCURRENCY = 16
 """Threads read at the same time by commands that visit many."""
@@ -58,12 +64,80 @@ async def select_threads(journal: Journal, selection: ThreadFilter) -> list[Thre
         async for key in journal.threads(
             namespace=selection.namespace,
             agent_id=selection.agent_id,
-            user_id=selection.user_id if selection.user_id is not None else ...,
+            user_id=selection.user_id if selection.user_given else ...,
             session_id=selection.session_id,
         )
         if selection.thread_id is None or key.thread_id == selection.thread_id
     ]
     return sorted(keys, key=_order)
+
+
+def _describe(selection: ThreadFilter) -> str:
+    flags = [
+        ("--namespace", selection.namespace),
+        ("--agent", selection.agent_id),
+        ("--user", "~" if selection.anonymous else selection.user_id),
+        ("--session", selection.session_id),
+        ("--thread", selection.thread_id),
+    ]
+    return " ".join(f"{flag} {value}" for flag, value in flags if value is not None)
+
+
+async def resolve_thread(
+    journal: Journal, selection: ThreadFilter, root: str
+) -> ThreadKey:
+    """The one thread ``selection`` names, for a command that works on one thread.
+
+    The namespace and thread left out are ``default`` and ``main``; a user left
+    out is any user (as for ``ls``), so the thread must then be the only one of
+    that agent and session.
+
+    Raises:
+        CommandError: No agent or session is given (exit 2), or a user left out
+            matches several threads (exit 2, naming them).
+        InvalidKeyError: An id is not valid.
+    """
+    if selection.agent_id is None or selection.session_id is None:
+        missing = [
+            flag
+            for flag, value in (
+                ("--agent", selection.agent_id),
+                ("--session", selection.session_id),
+            )
+            if value is None
+        ]
+        raise CommandError(
+            "name a thread: its path as `ls` prints it "
+            "(namespace/agent/user/session/thread), or "
+            f"{' and '.join(missing)} (with --user, --thread, --namespace)",
+            EXIT_USAGE,
+        )
+    if selection.user_given:
+        return selection.key()
+    exact = selection.key()  # validates the ids given
+    full = ThreadFilter(
+        exact.namespace,
+        exact.agent_id,
+        None,
+        exact.session_id,
+        exact.thread_id,
+    )
+    matches = await select_threads(journal, full)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        # A thread of the anonymous user that does not exist: say so plainly.
+        return exact
+    from journal.cli.describe import thread_label
+
+    names = ", ".join(thread_label(k) for k in matches[:5])
+    more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+    raise CommandError(
+        f"{_describe(selection)} matches {len(matches)} threads of different "
+        f"users ({names}{more}); add --user (~ for the anonymous user) or give "
+        "the thread's path",
+        EXIT_USAGE,
+    )
 
 
 async def map_bounded(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from journal.cli.commands.threads import existing_head, map_bounded, select_threads
+from journal.cli.commands.root import check_root
+from journal.cli.commands.threads import map_bounded, select_threads
+from journal.cli.errors import CommandError
 from journal.cli.progress import NO_PROGRESS
 from journal.cli.reports import VerifyThreadsReport
 from journal.engine import Finding, VerifyReport
@@ -32,18 +34,29 @@ async def verify_one(journal: Journal, key: ThreadKey) -> VerifyReport:
 async def verify_threads(
     journal: Journal, options: VerifyOptions, progress: Progress = NO_PROGRESS
 ) -> VerifyThreadsReport:
-    """``verify``: the thread the filter names, else every thread matching it.
+    """``verify``: every thread matching the filter (a user left out: any user).
 
     Raises:
-        CommandError: The one thread named does not exist.
+        CommandError: The root is not a journal (exit 2), or the filter names
+            an agent and a session that have no thread (exit 1).
         InvalidKeyError: A filter id is not valid.
     """
-    if options.filter.names_one_thread:
-        key = options.filter.key()
-        await existing_head(journal, key, options.root)
-        keys = [key]
-    else:
-        keys = await select_threads(journal, options.filter)
+    await check_root(journal, options.root)
+    keys = await select_threads(journal, options.filter)
+    if not keys and options.filter.names_one_thread:
+        selection = options.filter
+        user = "~" if selection.anonymous else selection.user_id
+        wanted = ", ".join(
+            f"{name} {value}"
+            for name, value in (
+                ("agent", selection.agent_id),
+                ("user", user),
+                ("session", selection.session_id),
+                ("thread", selection.thread_id),
+            )
+            if value is not None
+        )
+        raise CommandError(f"a thread of {wanted} does not exist under {options.root}")
     reports = await map_bounded(
         keys, lambda key: verify_one(journal, key), progress, "verifying threads"
     )
