@@ -61,7 +61,7 @@ def test_the_doc_answers_the_operators_questions(tmp_path, capsys):
 
     # Which tool call is uncertain: the run ledger says so, and when the run began.
     row = next(line for line in runs.splitlines() if line.startswith("alice-3"))
-    assert row.split()[:3] == ["alice-3", "unfinished", "12"]  # as the doc says
+    assert row.split()[:3] == ["alice-3", "unfinished", "8"]  # as the doc says
     call = next(line for line in runs.splitlines() if "call-email-1" in line)
     assert "send_email" in call
     assert "uncertain" in call
@@ -78,7 +78,7 @@ def test_the_doc_answers_the_operators_questions(tmp_path, capsys):
 
     # The state before the run: no active run, nothing pending; the diff shows
     # what the run changed.
-    assert "version 11 (head 13)" in state
+    assert "version 7 (head 9)" in state
     assert re.search(r"^active run\s+-$", state, flags=re.MULTILINE)
     assert re.search(r"^pending calls\s+-$", state, flags=re.MULTILINE)
     assert "active_run_id" in diff
