@@ -128,6 +128,8 @@ async def _run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         raise usage_error(f"cannot open the journal root {root!r}: {exc}") from None
     out = sys.stdout
+    if args.command == "ui":
+        return await _serve_ui(journal, root, args, out)
     try:
         # Ids are checked only once the root opened, so a bad root is named first.
         options = options_from_args(
@@ -142,6 +144,25 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         await journal.aclose()
     return exit_status(report)
+
+
+async def _serve_ui(
+    journal: Journal, root: str, args: argparse.Namespace, out: TextIO
+) -> int:
+    # The web package is imported only here: no other command pays for it.
+    from journal.web.command import UiOptions, serve_ui
+
+    options = UiOptions(
+        root=root,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        poll_interval=args.poll,
+    )
+    try:
+        return await serve_ui(journal, options, out)
+    finally:
+        await journal.aclose()
 
 
 def _print(report: Report, out: TextIO, *, json: bool) -> None:

@@ -24,6 +24,8 @@ from journal.cli.options import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from journal.keys import ThreadKey
 
 __all__ = ["PROG", "build_parser", "options_from_args"]
@@ -205,7 +207,44 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the JSON-file store's default root for the agent)",
     )
     p.add_argument("--holder", help="holder id written in the lease")
+
+    _add_ui(command)
     return parser
+
+
+def _add_ui(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    # Option values are plain here; journal.web.command checks them and needs the
+    # optional ``ui`` extra only once the command runs.
+    p = command(
+        "ui",
+        "serve a read-only web timeline: threads, runs, tool calls, state at any "
+        "version, diffs and verify, updated live (needs the 'ui' extra)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1); any other than loopback "
+        "requires a token",
+    )
+    p.add_argument(
+        "--port",
+        type=_non_negative,
+        default=8765,
+        metavar="N",
+        help="TCP port (default: 8765; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--token",
+        help="token every request must carry (default: none on loopback, "
+        "a generated one otherwise)",
+    )
+    p.add_argument(
+        "--poll",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often live updates look at the journal (default: 1)",
+    )
 
 
 # --- flags to options -----------------------------------------------------------------
