@@ -22,6 +22,7 @@ from journal.cli.options import (
     ThreadFilter,
     VerifyOptions,
 )
+from journal.web.command import DEFAULT_HOST, DEFAULT_PORT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -222,16 +223,16 @@ def _add_ui(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="address to listen on (default: 127.0.0.1); any other than loopback "
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default: {DEFAULT_HOST}); any other than loopback "
         "requires a token",
     )
     p.add_argument(
         "--port",
         type=_non_negative,
-        default=8765,
+        default=DEFAULT_PORT,
         metavar="N",
-        help="TCP port (default: 8765; 0 picks a free one)",
+        help=f"TCP port (default: {DEFAULT_PORT}; 0 picks a free one)",
     )
     p.add_argument(
         "--token",

@@ -21,7 +21,14 @@ if TYPE_CHECKING:
 
     from journal.engine import Journal
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "MISSING_EXTRA", "UiOptions", "serve_ui"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "MISSING_EXTRA",
+    "UiOptions",
+    "access_for",
+    "serve_ui",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -50,6 +57,22 @@ class UiOptions:
     poll_interval: float = 1.0
 
 
+def access_for(host: str, token: str | None) -> tuple[AccessPolicy, bool]:
+    """The access policy for serving on ``host``, and whether its token is new.
+
+    Off loopback a token is always required: one is generated when none is given.
+
+    Raises:
+        CommandError: ``token`` is empty (exit 2).
+    """
+    generated = token is None and not is_loopback(host)
+    try:
+        policy = AccessPolicy(host, new_token() if generated else token)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    return policy, generated
+
+
 def _url(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
@@ -76,14 +99,8 @@ async def serve_ui(journal: Journal, options: UiOptions, out: TextIO) -> int:
         raise CommandError(MISSING_EXTRA) from None
     if options.poll_interval <= 0:
         raise usage_error(f"--poll must be above 0, not {options.poll_interval}")
-    token = options.token
-    generated = token is None and not is_loopback(options.host)
-    if generated:
-        token = new_token()
-    try:
-        policy = AccessPolicy(options.host, token)
-    except ValueError as exc:
-        raise usage_error(str(exc)) from None
+    policy, generated = access_for(options.host, options.token)
+    token = policy.token
     app = create_app(UiConfig(journal, options.root, policy, options.poll_interval))
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()

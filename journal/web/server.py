@@ -122,7 +122,9 @@ async def _guard(
         elif in_query and policy.token is not None:
             # Keep the token out of the address bar and history: a cookie from now.
             query = [(k, v) for k, v in request.query.items() if k != TOKEN_PARAM]
-            response = web.HTTPSeeOther(request.rel_url.with_query(query))
+            response = web.Response(
+                status=303, headers={"Location": str(request.rel_url.with_query(query))}
+            )
             response.set_cookie(
                 COOKIE_NAME,
                 policy.token,
@@ -134,7 +136,10 @@ async def _guard(
             try:
                 response = await handler(request)
             except web.HTTPException as exc:
-                response = exc
+                # A plain response, so the headers below can be added to it.
+                response = web.Response(
+                    status=exc.status, text=exc.text, headers=exc.headers
+                )
     for name, value in _SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     response.headers.setdefault("Cache-Control", "no-store")
