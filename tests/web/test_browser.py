@@ -65,15 +65,15 @@ def browser():
 
 
 @contextlib.contextmanager
-def ui_server(root: str, *flags: str):
-    """``agent-journal ui`` on a free loopback port; yields its URL."""
+def ui_server(root: str, *flags: str, cwd: Path = REPO):
+    """``agent-journal ui`` on a free loopback port, run in ``cwd``; yields its URL."""
     command = [
         sys.executable, "-m", "journal", "--root", root, *flags,
         "ui", "--port", "0", "--poll", "0.2",
     ]  # fmt: skip
     proc = subprocess.Popen(
         command,
-        cwd=REPO,
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -268,7 +268,8 @@ def test_an_operator_clicks_through_the_incident(browser, local_root, tmp_path):
     shot = Path(wanted) if wanted else tmp_path / "ui-timeline.png"
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     watch = Watch(page)
-    with ui_server(root) as url:
+    # A relative root, so the page (and the screenshot) shows no machine path.
+    with ui_server("journal", cwd=Path(root).parent) as url:
         _click_through(page, url, incident, screenshot=shot)
     watch.check()
     assert shot.stat().st_size > 10_000
