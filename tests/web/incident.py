@@ -21,10 +21,12 @@ from journal import (
     Msg,
     RunCompleted,
     RunStarted,
+    ScriptedModel,
     TextBlock,
     ThreadKey,
     ToolCallCompleted,
     ToolCallRequested,
+    ToolResultBlock,
     ToolUseBlock,
 )
 from journal.cli.commands.recover import recover_thread
@@ -134,3 +136,25 @@ async def build_hostile(root: str, storage_options: dict[str, Any] | None = None
     finally:
         await journal.aclose()
     return HOSTILE_KEY
+
+
+async def settle_incident(
+    root: str, storage_options: dict[str, Any] | None = None
+) -> None:
+    """Reconcile the incident's uncertain call, as the application would."""
+    options = dict(storage_options or {})
+    journal = Journal.open(root, **options)
+    try:
+        demo = Demo(DemoConfig(journal), SESSION, root, options, io.StringIO())
+        async with demo.config.agent(ScriptedModel([])) as agent:
+            await agent.reconcile_tool_calls(
+                demo.ctx(),
+                {
+                    INCIDENT_CALL: ToolResultBlock(
+                        INCIDENT_CALL, "not sent", is_error=True
+                    )
+                },
+                "outbox checked",
+            )
+    finally:
+        await journal.aclose()

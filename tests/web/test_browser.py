@@ -35,6 +35,7 @@ from tests.web.incident import (
     XSS_TEXT,
     build_hostile,
     build_incident,
+    settle_incident,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -356,10 +357,21 @@ def test_the_incident_on_an_s3_root(browser, s3_server, tmp_path):
     watch = Watch(page)
     with ui_server(root, *flags) as url:
         _click_through(page, url, incident, screenshot=None)
-        _go(page, lambda: page.get_by_test_id("nav-thread").click())
-        expect(page.get_by_test_id("live")).to_have_text("live", timeout=WAIT_MS)
-        _append_message(root, incident.key, "an S3 record, live", options)
-        expect(page.locator(".esummary", has_text="an S3 record, live")).to_be_visible(
-            timeout=WAIT_MS
+        # Settled (by the application, or `agent-journal reconcile`) while the
+        # operator looks at the call: the page follows.
+        params = (
+            f"#/thread?namespace=demo&agent_id=assistant&user_id=alice"
+            f"&session_id={incident.key.session_id}&thread_id=main"
+            f"&run={INCIDENT_RUN}&call={INCIDENT_CALL}"
         )
+        _go(page, lambda: page.goto(url + params))
+        call = page.get_by_test_id("call-detail")
+        expect(call.get_by_test_id("status")).to_have_text("uncertain")
+        expect(page.get_by_test_id("live")).to_have_text("live", timeout=WAIT_MS)
+        in_thread(lambda: settle_incident(root, options))
+        expect(call.get_by_test_id("status")).to_have_text(
+            "reconciled", timeout=WAIT_MS
+        )
+        expect(call).to_contain_text("not sent")
+        expect(page.get_by_test_id("badge-uncertain")).to_have_count(0)
     watch.check()

@@ -256,7 +256,8 @@
   const CALL_HELP = {
     uncertain: "No result was recorded and its run ended: the tool may or may not have run. " +
       "Nothing re-runs it, and the thread refuses new runs until an operator or the " +
-      "application reconciles it with the real outcome.",
+      "application reconciles it with the real outcome (agent-journal reconcile, or " +
+      "Agent.reconcile_tool_calls); this page follows when it does.",
     reconciled: "Its outcome was unknown; the verdict below was recorded by reconciliation.",
     completed: "The tool ran and its result was recorded.",
     failed: "The tool ran and returned an error.",
