@@ -152,6 +152,9 @@ async def _serve_ui(
     # The web package is imported only here: no other command pays for it.
     from journal.web.command import UiOptions, serve_ui
 
+    if args.json:
+        await journal.aclose()
+        raise usage_error("ui serves a web page and prints no data: drop --json")
     options = UiOptions(
         root=root,
         host=args.host,

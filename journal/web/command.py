@@ -97,6 +97,8 @@ async def serve_ui(journal: Journal, options: UiOptions, out: TextIO) -> int:
         from journal.web.server import UiConfig, create_app
     except ImportError:
         raise CommandError(MISSING_EXTRA) from None
+    if not 0 <= options.port <= 65535:
+        raise usage_error(f"--port must be 0 to 65535, not {options.port}")
     if options.poll_interval <= 0:
         raise usage_error(f"--poll must be above 0, not {options.poll_interval}")
     policy, generated = access_for(options.host, options.token)

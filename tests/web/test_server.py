@@ -284,12 +284,6 @@ def test_ui_without_the_extra_says_which_extra_in_one_line(tmp_path):
     assert "agent-journal[ui]" in done.stderr
 
 
-def test_ui_refuses_an_empty_token(tmp_path, capsys):
-    code = main(["--root", str(tmp_path), "ui", "--port", "0", "--token", " "])
-    assert code == 2
-    assert "the token must not be empty" in capsys.readouterr().err
-
-
 # --- live updates -------------------------------------------------------------------
 
 
@@ -368,3 +362,22 @@ async def test_runs_nest_under_their_parent_run():
         "grandchild",
         "orphan",
     ]
+
+
+def test_ui_refuses_json(tmp_path, capsys):
+    code = main(["--root", str(tmp_path), "ui", "--port", "0", "--json"])
+    assert code == 2
+    assert "drop --json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "70000"], "--port must be 0 to 65535"),
+        (["--poll", "0"], "--poll must be above 0"),
+        (["--token", " "], "the token must not be empty"),
+    ],
+)
+def test_ui_refuses_bad_options(tmp_path, capsys, flags, message):
+    assert main(["--root", str(tmp_path), "ui", *flags]) == 2
+    assert message in capsys.readouterr().err
