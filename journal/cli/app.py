@@ -198,6 +198,8 @@ async def _run(args: argparse.Namespace) -> int:
         raise usage_error(f"cannot open the journal root {root!r}: {exc}") from None
     out = sys.stdout
     terminal = Terminal(out)
+    if args.command == "ui":
+        return await _serve_ui(journal, root, args, out)
     try:
         # Ids are checked only once the root opened, so a bad root is named first.
         key = None
@@ -241,6 +243,33 @@ def _follow(batch: LogReport, out: TextIO, json: bool, terminal: Terminal) -> No
         out.flush()
     else:
         _print(batch, out, json=False, terminal=terminal)
+
+
+async def _serve_ui(
+    journal: Journal, root: str, args: argparse.Namespace, out: TextIO
+) -> int:
+    # The web package is imported only here: no other command pays for it.
+    from journal.web.command import UiOptions, serve_ui
+
+    if args.json:
+        await journal.aclose()
+        raise usage_error("ui serves a web page and prints no data: drop --json")
+    try:
+        await check_root(journal, root)
+    except BaseException:
+        await journal.aclose()
+        raise
+    options = UiOptions(
+        root=root,
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        poll_interval=args.poll,
+    )
+    try:
+        return await serve_ui(journal, options, out)
+    finally:
+        await journal.aclose()
 
 
 def _print(

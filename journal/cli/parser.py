@@ -32,9 +32,10 @@ from journal.cli.options import (
     ThreadFilter,
     VerifyOptions,
 )
+from journal.web.command import DEFAULT_HOST, DEFAULT_PORT
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from journal.keys import ThreadKey
 
@@ -420,7 +421,44 @@ def build_parser() -> JournalParser:
         help="a file `export` wrote: the new thread's records carry its events",
     )
     p.add_argument("--holder", help="holder id written in the lease")
+
+    _add_ui(command)
     return parser
+
+
+def _add_ui(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    # Option values are plain here; journal.web.command checks them and needs the
+    # optional ``ui`` extra only once the command runs.
+    p = command(
+        "ui",
+        "serve a read-only web timeline: threads, runs, tool calls, state at any "
+        "version, diffs and verify, updated live (needs the 'ui' extra)",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default: {DEFAULT_HOST}); any other than loopback "
+        "requires a token",
+    )
+    p.add_argument(
+        "--port",
+        type=_non_negative,
+        default=DEFAULT_PORT,
+        metavar="N",
+        help=f"TCP port (default: {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--token",
+        help="token every request must carry (default: none on loopback, "
+        "a generated one otherwise)",
+    )
+    p.add_argument(
+        "--poll",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often live updates look at the journal (default: 1)",
+    )
 
 
 # --- flags to options -----------------------------------------------------------------

@@ -1,0 +1,383 @@
+"""The web UI's HTTP side without a browser: documents, access checks, live updates.
+
+The server runs in the test's loop (aiohttp's test server on a free loopback
+port) over a real local journal holding the demo's incident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from journal import Journal, MessageAppended, Msg, RunStarted, ThreadKey
+from journal.cli import main
+from journal.web.command import MISSING_EXTRA, access_for
+from journal.web.runs import arrange
+from journal.web.security import COOKIE_NAME, AccessPolicy, is_loopback
+from journal.web.server import UiConfig, create_app
+from journal.web.views import thread_params
+from tests.web.incident import (
+    HOSTILE_KEY,
+    INCIDENT_CALL,
+    INCIDENT_RUN,
+    XSS_TEXT,
+    build_hostile,
+    build_incident,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ANY_ADDRESS = "0.0.0.0"  # noqa: S104 (only a policy's input: nothing binds to it)
+
+
+@pytest.fixture(scope="module")
+def incident_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("web") / "journal")
+
+    async def build():
+        incident = await build_incident(root)
+        await build_hostile(root)
+        return incident
+
+    return root, asyncio.run(build())
+
+
+async def _client(root: str, policy: AccessPolicy | None = None, **config):
+    journal = Journal.open(root)
+    app = create_app(
+        UiConfig(journal, root, policy or AccessPolicy("127.0.0.1"), **config)
+    )
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    return client, journal
+
+
+@pytest.fixture
+async def client(incident_root):
+    root, _ = incident_root
+    client, journal = await _client(root)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await journal.aclose()
+
+
+async def _get(client, path, **params):
+    reply = await client.get(path, params=params)
+    return reply.status, await reply.json()
+
+
+# --- documents ----------------------------------------------------------------------
+
+
+async def test_threads_carry_attention_badges_and_filter_by_substring(client):
+    status, doc = await _get(client, "/api/threads")
+    assert status == 200
+    by_user = {t["user_id"]: t for t in doc["threads"]}
+    alice = by_user["alice"]["attention"]
+    assert alice["interrupted_runs"] == [INCIDENT_RUN]
+    assert alice["uncertain_calls"] == [INCIDENT_CALL]
+    assert alice["problems"] == []
+    assert alice["needed"] is True
+    assert by_user["bob"]["attention"]["needed"] is False
+
+    _, doc = await _get(client, "/api/threads", user="ALI")
+    assert [t["user_id"] for t in doc["threads"]] == ["alice"]
+    _, doc = await _get(client, "/api/threads", attention="1")
+    assert [t["user_id"] for t in doc["threads"]] == ["alice"]
+    _, doc = await _get(client, "/api/threads", agent="assist", session="incident")
+    assert sorted(t["user_id"] for t in doc["threads"]) == ["alice", "bob"]
+    _, doc = await _get(client, "/api/threads", session="no-such-session")
+    assert doc["count"] == 0
+
+
+async def test_the_timeline_groups_records_by_run_with_call_status(
+    client, incident_root
+):
+    _, incident = incident_root
+    status, doc = await _get(client, "/api/timeline", **thread_params(incident.key))
+    assert status == 200
+    runs = {r["run_id"]: r for r in doc["runs"]}
+    run = runs[INCIDENT_RUN]
+    assert run["status"] == "interrupted"
+    assert run["started_at"] == incident.run_started_at
+    (call,) = run["tool_calls"]
+    assert (call["call_id"], call["status"]) == (INCIDENT_CALL, "uncertain")
+    assert runs["alice-1"]["tool_calls"][0]["status"] == "completed"
+    # Every record appears once, in order; the recovery's fence record (which
+    # interrupts the run) is filed under the run it ends.
+    versions = [r["version"] for s in doc["segments"] for r in s["records"]]
+    assert versions == list(range(1, incident.head + 1))
+    fence = next(
+        s
+        for s in doc["segments"]
+        for r in s["records"]
+        if r["version"] == incident.head
+    )
+    assert fence["run_id"] == INCIDENT_RUN
+    event = fence["records"][-1]["events"][-1]
+    assert event["type"] == "RunInterrupted"
+    assert "by recovery" in event["summary"]
+
+
+async def test_state_before_the_run_diff_and_verify(client, incident_root):
+    _, incident = incident_root
+    params = thread_params(incident.key)
+    before = incident.run_started_at - 1
+    status, doc = await _get(client, "/api/state", **params, at=str(before))
+    assert status == 200
+    assert doc["version"] == before
+    assert doc["state"]["active_run_id"] is None
+    assert doc["state"]["tool_context"]["pending_calls"] == {}
+    status, doc = await _get(
+        client, "/api/diff", **params, **{"from": str(before), "to": str(incident.head)}
+    )
+    assert status == 200
+    assert doc["added"][0]["summary"] == "Email Bob the forecast."
+    assert doc["records"][0]["version"] == incident.run_started_at
+    fields = {c["field"] for c in doc["changes"]}
+    assert "shutdown_interrupted" in fields
+    status, doc = await _get(client, "/api/verify", **params)
+    assert status == 200
+    assert doc["ok"] is True
+    assert doc["records"] == incident.head
+
+
+async def test_hostile_content_is_served_as_json_data(client):
+    status, doc = await _get(client, "/api/timeline", **thread_params(HOSTILE_KEY))
+    assert status == 200
+    assert doc["thread"]["session_id"] == HOSTILE_KEY.session_id
+    summaries = [
+        e["summary"] for s in doc["segments"] for r in s["records"] for e in r["events"]
+    ]
+    assert any(XSS_TEXT in s for s in summaries)
+
+
+async def test_bad_requests_say_what_was_wrong(client, incident_root):
+    _, incident = incident_root
+    params = thread_params(incident.key)
+    status, doc = await _get(client, "/api/state", **params, at="x")
+    assert status == 400
+    assert "at must be a version number" in doc["error"]
+    status, doc = await _get(client, "/api/state", **params, at="999")
+    assert status == 404
+    assert "has no version 999" in doc["error"]
+    status, doc = await _get(client, "/api/timeline", agent_id="nobody", session_id="s")
+    assert status == 404
+    assert "does not exist" in doc["error"]
+    status, doc = await _get(client, "/api/timeline", session_id="s")
+    assert status == 400
+    assert "agent_id" in doc["error"]
+    status, doc = await _get(client, "/api/diff", **params, **{"from": "5", "to": "3"})
+    assert status == 400
+
+
+# --- read-only, headers, access -----------------------------------------------------
+
+
+async def test_only_get_routes_exist_and_writes_are_refused(client):
+    methods = {route.method for route in client.server.app.router.routes()}
+    assert methods <= {"GET", "HEAD"}
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        reply = await client.request(method, "/api/threads")
+        assert reply.status == 405
+
+
+async def test_the_page_runs_its_own_script_only(client):
+    reply = await client.get("/")
+    assert reply.status == 200
+    csp = reply.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp
+    assert "default-src 'none'" in csp
+    assert "unsafe-inline" not in csp
+    assert reply.headers["X-Content-Type-Options"] == "nosniff"
+    assert (await client.get("/static/app.js")).status == 200
+    assert (await client.get("/static/../server.py")).status == 404
+    assert (await client.get("/static/index.html")).status == 404
+
+
+async def test_on_loopback_only_loopback_host_headers_are_answered(client):
+    reply = await client.get("/api/info", headers={"Host": "attacker.example"})
+    assert reply.status == 403
+    port = client.server.port
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        reply = await client.get("/api/info", headers={"Host": host})
+        assert reply.status == 200, host
+
+
+async def test_with_a_token_every_request_must_carry_it(incident_root):
+    root, _ = incident_root
+    client, journal = await _client(root, AccessPolicy(ANY_ADDRESS, "s3cret-token"))
+    try:
+        for path in ("/", "/api/threads", "/api/live", "/static/app.js"):
+            assert (await client.get(path)).status == 401, path
+        reply = await client.get("/api/info", headers={"Authorization": "Bearer nope"})
+        assert reply.status == 401
+        reply = await client.get("/api/info", params={"token": "nope"})
+        assert reply.status == 401
+        # Any Host header passes off loopback: the token is the guard.
+        reply = await client.get(
+            "/api/info",
+            headers={"Authorization": "Bearer s3cret-token", "Host": "box.lan:1"},
+        )
+        assert reply.status == 200
+        # The token once in the address: a cookie, and the address without it.
+        reply = await client.get(
+            "/", params={"token": "s3cret-token", "x": "1"}, allow_redirects=False
+        )
+        assert reply.status == 303
+        assert reply.headers["Location"] == "/?x=1"
+        cookie = reply.cookies[COOKIE_NAME]
+        assert cookie.value == "s3cret-token"
+        assert cookie["httponly"] is True
+        assert cookie["samesite"] == "Strict"
+        client.session.cookie_jar.clear()
+        for value, status in (("s3cret-token", 200), ("wrong", 401)):
+            reply = await client.get(
+                "/api/threads", headers={"Cookie": f"{COOKIE_NAME}={value}"}
+            )
+            assert reply.status == status, value
+    finally:
+        await client.close()
+        await journal.aclose()
+
+
+def test_a_token_is_required_off_loopback():
+    with pytest.raises(ValueError, match="a token is required"):
+        AccessPolicy(ANY_ADDRESS)
+    policy, generated = access_for(ANY_ADDRESS, None)
+    assert generated
+    assert len(policy.token or "") >= 24
+    policy, generated = access_for("127.0.0.1", None)
+    assert (policy.token, generated) == (None, False)
+    policy, generated = access_for("192.168.1.5", "mine")
+    assert (policy.token, generated) == ("mine", False)
+    for host in ("::1", "[::1]", "localhost", "127.0.0.2"):
+        assert is_loopback(host), host
+    for host in (ANY_ADDRESS, "example.com", "10.0.0.1"):
+        assert not is_loopback(host), host
+
+
+def test_ui_without_the_extra_says_which_extra_in_one_line(tmp_path):
+    code = (
+        "import sys\n"
+        "sys.modules['aiohttp'] = None\n"  # as if aiohttp were not installed
+        "from journal.cli import main\n"
+        f"sys.exit(main(['--root', {str(tmp_path)!r}, 'ui', '--port', '0']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"agent-journal ui: error: {MISSING_EXTRA}"
+    assert "agent-journal[ui]" in done.stderr
+
+
+# --- live updates -------------------------------------------------------------------
+
+
+async def _next_event(reply) -> tuple[str, bytes]:
+    name, data = "", b""
+    while True:
+        line = await reply.content.readline()
+        if not line:
+            raise AssertionError("the stream ended")
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if name:
+                return name, data
+            continue
+        if line.startswith(b"event: "):
+            name = line[7:].decode()
+        elif line.startswith(b"data: "):
+            data = line[6:]
+
+
+async def test_the_live_stream_says_when_a_thread_moves(tmp_path):
+    root = str(tmp_path / "journal")
+    key = ThreadKey("bot", "live")
+    async with Journal.open(root) as journal, journal.writer(key) as w:
+        await w.append([MessageAppended(Msg("user", "one"))])
+    client, journal = await _client(root, poll_interval=0.05)
+    try:
+        reply = await client.get("/api/live", params=thread_params(key))
+        assert reply.headers["Content-Type"].startswith("text/event-stream")
+        assert (await asyncio.wait_for(_next_event(reply), 30))[0] == "ready"
+        async with Journal.open(root) as writer_journal:
+            async with writer_journal.writer(key) as w:
+                await w.append([MessageAppended(Msg("user", "two"))])
+            head = await writer_journal.head(key)
+        name, data = await asyncio.wait_for(_next_event(reply), 30)
+        assert name == "changed"
+        # The writer's fence is a record too, so the head moved by more than one;
+        # the stream may report the fence first: read until it reaches the head.
+        while msgspec.json.decode(data)["head"] != head:
+            name, data = await asyncio.wait_for(_next_event(reply), 30)
+        reply.close()
+    finally:
+        await client.close()
+        await journal.aclose()
+
+
+# --- the run tree -------------------------------------------------------------------
+
+
+async def test_runs_nest_under_their_parent_run():
+    key = ThreadKey("bot", "tree")
+    async with Journal.open("memory://web-tree") as journal:
+        async with journal.writer(key) as w:
+            await w.append([RunStarted("parent")], run_id="parent")
+            await w.append(
+                [RunStarted("child", parent_run_id="parent")], run_id="child"
+            )
+            await w.append(
+                [RunStarted("grandchild", parent_run_id="child")], run_id="grandchild"
+            )
+            # A parent that started later (or is unknown) cannot adopt a run.
+            await w.append(
+                [RunStarted("orphan", parent_run_id="nobody")], run_id="orphan"
+            )
+        records = [r async for r in journal.records(key)]
+    arranged = arrange(records)
+    assert [n.entry.run_id for n in arranged.roots] == ["parent", "orphan"]
+    (child,) = arranged.runs["parent"].children
+    assert child.entry.run_id == "child"
+    assert [n.entry.run_id for n in child.children] == ["grandchild"]
+    assert child.parent_run_id == "parent"
+    assert [s.run_id for s in arranged.segments] == [
+        None,
+        "parent",
+        "child",
+        "grandchild",
+        "orphan",
+    ]
+
+
+def test_ui_refuses_json(tmp_path, capsys):
+    code = main(["--root", str(tmp_path), "ui", "--port", "0", "--json"])
+    assert code == 2
+    assert "drop --json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--port", "70000"], "--port must be 0 to 65535"),
+        (["--poll", "0"], "--poll must be above 0"),
+        (["--token", " "], "the token must not be empty"),
+    ],
+)
+def test_ui_refuses_bad_options(tmp_path, capsys, flags, message):
+    assert main(["--root", str(tmp_path), "ui", *flags]) == 2
+    assert message in capsys.readouterr().err
