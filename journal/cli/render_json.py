@@ -289,6 +289,7 @@ def _lease_json(lease: LeaseView | None) -> dict[str, Any] | None:
         "epoch": lease.epoch,
         "expires_at": lease.expires_at,
         "live": lease.live,
+        "idle": lease.idle,
         "damage": lease.damage,
     }
 

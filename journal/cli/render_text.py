@@ -356,6 +356,11 @@ def _lease_line(lease: LeaseView | None, now: float) -> str:
     when = f"{format_time(lease.expires_at)} ({format_relative(lease.expires_at, now)})"
     if lease.live:
         return f"lease: held by {lease.holder} (epoch {lease.epoch}) until {when}"
+    if lease.idle:
+        return (
+            f"lease: kept idle by {lease.holder} (epoch {lease.epoch}) until {when}; "
+            "no operation runs, anyone may take it"
+        )
     holder = f"{lease.holder}, " if lease.holder else ""
     return f"lease: free ({holder}epoch {lease.epoch}, expired {when})"
 

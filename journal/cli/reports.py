@@ -80,7 +80,8 @@ class LeaseView:
     """A thread's writer lease as read (without taking it).
 
     ``live``: a holder's unexpired, believable lease (a writer may be running);
-    ``damage``: why the ``LEASE`` object cannot be believed, if so.
+    ``damage``: why the ``LEASE`` object cannot be believed, if so; ``idle``: the
+    holder keeps it between operations and runs none (anyone may take it: not live).
     """
 
     holder: str
@@ -88,6 +89,7 @@ class LeaseView:
     expires_at: float
     live: bool
     damage: str | None = None
+    idle: bool = False
 
 
 @dataclass(frozen=True, slots=True)

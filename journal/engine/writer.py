@@ -388,11 +388,10 @@ class ThreadWriter:
     async def _release(self) -> None:
         lease = self._lease
         self._lease = None
-        if lease is None or self._fenced is not None:
+        if lease is None or self._fenced is not None or lease.record.idle:
+            # An idle lease is free to take already: expiring it would add a PUT.
             return
-        record = msgspec.structs.replace(
-            lease.record, expires_at=self.settings.clock(), idle=False
-        )
+        record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
         async with self._lease_lock:
             with contextlib.suppress(JournalError):
                 await self.log.write_lease(record, lease.etag)

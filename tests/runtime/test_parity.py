@@ -487,3 +487,18 @@ async def test_a_tool_output_is_stored_once() -> None:
     state = await j.load(key())
     tool_msgs = [m for m in state.context if m.role == "tool"]
     assert tool_msgs[0].content[0].output == marker
+
+
+async def test_an_idle_kept_lease_reads_as_idle_not_held() -> None:
+    from journal.cli.commands.leases import read_lease_view
+
+    agent, j = journal_agent(ScriptedModel(["a"]))
+    await agent.call("hi", ctx())
+    lease = await read_lease_view(j, key())
+    assert lease is not None
+    assert lease.idle
+    assert not lease.live  # no operation runs: the CLI may recover or reconcile
+    await agent.close()
+    # Closing an idle writer writes nothing more: the idle lease is free already.
+    after = await read_lease_view(j, key())
+    assert after == lease

@@ -31,7 +31,15 @@ async def read_lease_view(journal: Journal, key: ThreadKey) -> LeaseView | None:
         and record.expires_at > now
         and untrusted_expiry(record, now) is None
     )
-    return LeaseView(record.holder, record.epoch, record.expires_at, live, found.damage)
+    idle = live and record.idle
+    return LeaseView(
+        record.holder,
+        record.epoch,
+        record.expires_at,
+        live and not idle,
+        found.damage,
+        idle,
+    )
 
 
 async def wait_for_lease(
