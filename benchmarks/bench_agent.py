@@ -28,6 +28,7 @@ import contextlib
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,7 @@ async def series(
 SCENARIOS = [
     ("plain", "warm", {}),
     ("plain", "cold", {}),
+    ("plain", "warm, hold_lease=5", {"hold_lease": 5.0}),
     ("tool", "warm", {}),
     ("tool", "cold", {}),
     ("tool", "warm, hold_lease=5", {"hold_lease": 5.0}),
@@ -172,11 +174,11 @@ async def run_local(calls: int) -> dict[str, Row]:
 
 
 async def run_s3(calls: int) -> dict[str, Row]:
+    import logging
+
     from moto.server import ThreadedMotoServer
 
     from tests.services.s3 import S3Proxy, journal_options, make_bucket
-
-    import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -216,10 +218,11 @@ async def measure(calls: int, s3_calls: int) -> dict[str, Row]:
 
 def baseline_rows(rev: str, quick: bool) -> dict[str, Row]:
     """The same scenarios on commit ``rev``, in a child process."""
+    git = shutil.which("git") or "git"
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "baseline"
         subprocess.run(
-            ["git", "-C", str(HERE), "worktree", "add", "--detach", str(tree), rev],
+            [git, "-C", str(HERE), "worktree", "add", "--detach", str(tree), rev],
             check=True,
             capture_output=True,
         )
@@ -235,7 +238,7 @@ def baseline_rows(rev: str, quick: bool) -> dict[str, Row]:
             return rows
         finally:
             subprocess.run(
-                ["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
+                [git, "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
                 check=False,
                 capture_output=True,
             )

@@ -91,3 +91,18 @@ async def test_journal_rows_are_well_formed(bench_peers: Any, tmp_path: Path) ->
     assert persist[2].count("|") == 7
     assert "## Where agent-journal loses" in text
     assert "`lg-sqlite`: not installed" in text
+
+
+async def test_bench_agent_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_agent.py at a tiny size: a warm call adds no fence; on S3 no GET."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    bench = importlib.import_module("bench_agent")
+    local = await bench.run_local(2)
+    assert local["local plain warm"]["fences"] == 0
+    assert local["local plain warm"]["records"] == 2
+    assert local["local tool cold"]["fences"] == 1
+    s3 = await bench.run_s3(1)
+    assert s3["s3 plain warm"]["GET"] == 0
+    assert s3["s3 plain warm, hold_lease=5"]["PUT"] == 2
+    text = bench.render(s3, None, "")
+    assert "| s3 tool cold |" in text

@@ -17,6 +17,7 @@ Replay and audit tooling for operators, and the demo::
     agent-journal recover THREAD [--wait S]
     agent-journal reconcile THREAD --call ID=OUTCOME ... [--error ID=MSG] [--reason R]
     agent-journal import THREAD [--from URL | --from-export FILE]
+    agent-journal ui [--host H] [--port N] [--token T] [--poll S]
 
 THREAD is the path ``ls`` prints (``namespace/agent/user/session/thread``, ``~`` for
 the anonymous user), or ``--agent A --session S [--user U] [--thread T]

@@ -10,7 +10,7 @@ One call is one *run*, a ReAct loop framed in the log::
     [RunStarted, MessageAppended(input)...]            before the model is called
     [MessageAppended(assistant + ToolUseBlocks), ToolCallRequested...]
                                                         before any of those tools runs
-    [ToolCallCompleted, MessageAppended(tool result)]   after each tool
+    [ToolCallCompleted (also the tool message)]        after each tool
     ...
     [MessageAppended(reply), RunCompleted]              (or RunFailed / RunInterrupted)
 
@@ -19,18 +19,23 @@ is *uncertain*, and a new run on the thread is refused (``UncertainToolCallsErro
 until :meth:`Agent.reconcile_tool_calls` names exactly that set. The runtime never
 re-runs a tool.
 
-An instance holds a thread's lease only while an operation on that thread runs, and
-serializes operations on one thread; other threads run in parallel.
+An instance serializes operations on one thread (other threads run in parallel) and
+keeps a thread's lease between them, idle, so a warm call pays no fence and no reload;
+any other instance may take an idle lease at once (see docs/RUNTIME.md).
 
 The modules, each importing only those listed after it:
 
 - ``agent``: the :class:`Agent` facade (nothing in the package imports it).
-- ``loop``: the ReAct loop of one run.
+- ``builtin``: the built-in tools (todos, plan mode).
+- ``leases``: writers kept between operations (warm leases).
+- ``loop``: the ReAct loop of one run; ``request``: what each model call sees.
 - ``run``: :class:`AgentRun`, the caller's handle, and ``RunControl``, the runtime's
   side of a run (its interrupt signal and event feed).
 - ``sinks``, ``slots``, ``uncertain``, ``locks``, ``run_ids``: where a run's events
   go, snapshot-mode slots, uncertain tool calls, per-thread locks, explicit run ids.
-- ``model``, ``tools``, ``context``: model I/O, tools, the call context.
+- ``context``, ``task_tools``, ``scope``: the call context, the task operations a
+  tool may use, and the run a tool runs inside.
+- ``tasks``, ``model``, ``tools``: the task-context rules, model I/O, tools.
 """
 
 from __future__ import annotations

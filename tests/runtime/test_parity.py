@@ -268,7 +268,11 @@ async def test_permission_rules_and_tool_groups_decide_what_the_model_is_offered
     admin = tool(delete, group="admin")
     j = Journal.open(fresh_url())
     agent = Agent(
-        "A", "assistant", Recorder(), tools=[read, admin], journal=j,
+        "A",
+        "assistant",
+        Recorder(),
+        tools=[read, admin],
+        journal=j,
     )
     await agent.call("1", ctx())
 
@@ -314,7 +318,8 @@ async def test_an_ask_rule_calls_the_applications_hook() -> None:
     await agent.close()
     assert asked == ["safe", "risky"]
     done = {
-        e.call_id: e for _, e in await all_events(j, key())
+        e.call_id: e
+        for _, e in await all_events(j, key())
         if isinstance(e, ev.ToolCallCompleted)
     }
     assert done["c0"].output == "safe ran"
@@ -335,7 +340,9 @@ async def test_five_calls_on_one_session_add_one_fence() -> None:
     records = await all_records(j, key())
     # The fence travels in the first record of the first call.
     assert [type(e).__name__ for e in records[0].events][:3] == [
-        "ThreadCreated", "LeaseAcquired", "RunStarted",
+        "ThreadCreated",
+        "LeaseAcquired",
+        "RunStarted",
     ]
     assert len(records) == 10
 
@@ -366,7 +373,9 @@ async def test_a_second_instance_takes_an_idle_warm_lease_at_once() -> None:
     await second.close()
     state = await j.load(key())
     assert [m.text for m in state.context if m.role == "assistant"] == [
-        "one", "two", "three",
+        "one",
+        "two",
+        "three",
     ]
     assert (await j.verify(key())).ok
 
@@ -476,9 +485,14 @@ async def test_a_tool_output_is_stored_once() -> None:
     await agent.close()
     stored = b"".join(
         codec.encode_record(
-            version=r.version, epoch=r.epoch, writer=r.writer, batch_id=r.batch_id,
-            run_id=r.run_id, committed_at=r.committed_at,
-            prev_hash=bytes.fromhex(r.prev_hash), events=r.events,
+            version=r.version,
+            epoch=r.epoch,
+            writer=r.writer,
+            batch_id=r.batch_id,
+            run_id=r.run_id,
+            committed_at=r.committed_at,
+            prev_hash=bytes.fromhex(r.prev_hash),
+            events=r.events,
         ).data
         for r in await all_records(j, key())
     )

@@ -31,9 +31,11 @@ def agents(model, tools=()):
     j = Journal.open(fresh_url())
     yield "journal", Agent("A", "assistant", model(), tools=tools, journal=j), j
     store = InMemoryAgentStateStore()
-    yield "snapshot", Agent(
-        "A", "assistant", model(), tools=tools, state_store=store
-    ), None
+    yield (
+        "snapshot",
+        Agent("A", "assistant", model(), tools=tools, state_store=store),
+        None,
+    )
 
 
 async def propose_tests(ctx: RuntimeContext) -> str:
