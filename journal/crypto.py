@@ -1,4 +1,4 @@
-"""Encryption at rest: AES-256-GCM envelopes and the key providers (the ``crypto`` extra).
+"""Encryption at rest: AES-256-GCM envelopes and key providers (``crypto`` extra).
 
 ``Journal.open(url, encryption=provider)`` encrypts what writers store with per-owner
 *data keys* (DEKs): one per user of an agent, and one per session of the anonymous
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DATA_KEY_SIZE",
     "NONCE_SIZE",
+    "Encryption",
     "EnvKey",
     "KeyFile",
     "KeyProvider",
@@ -46,6 +47,7 @@ __all__ = [
     "is_container",
     "kek_id",
     "open_container",
+    "require_crypto",
     "seal_container",
 ]
 
@@ -63,7 +65,9 @@ STATE_MAGIC = b"AJES"
 """An encrypted snapshot-mode state slot."""
 
 _ID_LEN = struct.Struct(">B")
-_INSTALL = "encryption needs the cryptography package: pip install 'agent-journal[crypto]'"
+_INSTALL = (
+    "encryption needs the cryptography package: pip install 'agent-journal[crypto]'"
+)
 
 
 def _aesgcm() -> Any:
@@ -377,9 +381,11 @@ class EnvKey(StaticKeys):
         if not text:
             raise ValueError(f"environment variable {variable} is not set")
         keys = [_decode_key(text, f"environment variable {variable}")]
-        for part in os.environ.get(previous, "").split(","):
-            if part.strip():
-                keys.append(_decode_key(part, f"environment variable {previous}"))
+        keys.extend(
+            _decode_key(part, f"environment variable {previous}")
+            for part in os.environ.get(previous, "").split(",")
+            if part.strip()
+        )
         super().__init__(keys, 0)
 
 

@@ -47,8 +47,8 @@ __all__ = [
     "FencedError",
     "InvalidEventError",
     "InvalidKeyError",
-    "KeyUnavailableError",
     "JournalError",
+    "KeyUnavailableError",
     "LeaseError",
     "LeaseHeldError",
     "ObjectExistsError",
@@ -351,4 +351,3 @@ class ErasedError(EncryptionError):
         super().__init__(
             f"{subject}the data of {owner} was erased (its data keys were destroyed)"
         )
-

@@ -23,7 +23,7 @@ import binascii
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -118,9 +118,7 @@ def _ed25519() -> Any:
 def _raw_public(key: Ed25519PublicKey) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
-    return key.public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def public_key_id(key: Ed25519PublicKey) -> str:
@@ -144,15 +142,15 @@ def load_signing_key(source: str | os.PathLike[str] | bytes) -> Ed25519PrivateKe
     ed25519 = _ed25519()
     data = source if isinstance(source, bytes) else Path(source).read_bytes()
     if len(data) == 32:
-        key: Ed25519PrivateKey = ed25519.Ed25519PrivateKey.from_private_bytes(data)
-        return key
+        private: Ed25519PrivateKey = ed25519.Ed25519PrivateKey.from_private_bytes(data)
+        return private
     try:
         loaded = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
         raise ValueError("not a PEM private key") from None
     if not isinstance(loaded, ed25519.Ed25519PrivateKey):
         raise ValueError("the signing key is not an Ed25519 key")
-    return loaded
+    return cast("Ed25519PrivateKey", loaded)
 
 
 def load_public_key(source: str | os.PathLike[str] | bytes) -> Ed25519PublicKey:
@@ -188,15 +186,15 @@ def load_public_key(source: str | os.PathLike[str] | bytes) -> Ed25519PublicKey:
     if raw is not None:
         if len(raw) != 32:
             raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw)}")
-        key: Ed25519PublicKey = ed25519.Ed25519PublicKey.from_public_bytes(raw)
-        return key
+        public: Ed25519PublicKey = ed25519.Ed25519PublicKey.from_public_bytes(raw)
+        return public
     try:
         loaded = serialization.load_pem_public_key(pem)
     except (ValueError, TypeError):
         raise ValueError("not a PEM public key") from None
     if not isinstance(loaded, ed25519.Ed25519PublicKey):
         raise ValueError("the public key is not an Ed25519 key")
-    return loaded
+    return cast("Ed25519PublicKey", loaded)
 
 
 class Signer:

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     )
 
     from journal.engine.log import RetentionMarker, ThreadLog
-    from journal.seals import Seal
     from journal.keys import ThreadKey
+    from journal.seals import Seal
     from journal.store import ObjectStore
     from projections.agent_state import AgentState
 
@@ -375,13 +375,12 @@ class Journal:
         """
         if user_id is ... and session_id is None:
             raise ValueError("shred needs user_id or session_id")
-        shredded: list[str] = []
-        for owner in await self.keyring.owners():
-            if _owner_matches(owner, user_id, session_id, agent_id, namespace) and (
-                await self.keyring.shred(owner)
-            ):
-                shredded.append(owner)
-        return shredded
+        owners = [
+            owner
+            for owner in await self.keyring.owners()
+            if _owner_matches(owner, user_id, session_id, agent_id, namespace)
+        ]
+        return [owner for owner in owners if await self.keyring.shred(owner)]
 
     async def rotate_keys(self) -> int:
         """Rewrap every data key with the provider's current key-encryption key.

@@ -195,7 +195,9 @@ class Keyring:
         return keys
 
     async def _unwrap(self, obj: KeyObject) -> OwnerKeys:
-        out = OwnerKeys(obj.owner, erased=frozenset(obj.erased), erased_at=obj.erased_at)
+        out = OwnerKeys(
+            obj.owner, erased=frozenset(obj.erased), erased_at=obj.erased_at
+        )
         if not obj.keys:
             return out
         if self.provider is None:
@@ -349,10 +351,15 @@ class Keyring:
                     raise keys.error
                 entries = []
                 for old in obj.keys:
-                    kek, wrapped = await provider.wrap(keys.keys[old.id], owner.encode())
+                    kek, wrapped = await provider.wrap(
+                        keys.keys[old.id], owner.encode()
+                    )
                     entries.append(
                         WrappedKey(
-                            old.id, kek, base64.b64encode(wrapped).decode(), old.created_at
+                            old.id,
+                            kek,
+                            base64.b64encode(wrapped).decode(),
+                            old.created_at,
                         )
                     )
                 try:
@@ -423,7 +430,9 @@ class ThreadCipher:
             ValueError: It does not decrypt (altered or moved).
         """
         key = self._key(key_id, f"version {version} of {self.prefix}")
-        return crypto.aead_open(key, ciphertext, _aad(b"record", self.prefix, str(version)))
+        return crypto.aead_open(
+            key, ciphertext, _aad(b"record", self.prefix, str(version))
+        )
 
     def seal(self, magic: bytes, name: str, plaintext: bytes) -> bytes:
         """Encrypt an object (blob, checkpoint) stored under ``name``."""

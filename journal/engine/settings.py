@@ -51,6 +51,8 @@ class JournalSettings:
         """
         if not isinstance(key, ThreadKey):
             raise TypeError(f"expected a ThreadKey, not {type(key).__name__}")
-        log = ThreadLog(self.store, key, self.compress, self.keyring, encrypt=self.encrypt)
+        log = ThreadLog(
+            self.store, key, self.compress, self.keyring, encrypt=self.encrypt
+        )
         log.signer = self.signer
         return log

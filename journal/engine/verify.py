@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from journal.engine.log import ThreadLog
-    from journal.seals import Seal
     from journal.keys import ThreadKey
+    from journal.seals import Seal
     from journal.store import Quarantined
     from projections.agent_state import AgentState
 
@@ -178,9 +178,7 @@ class _Verifier:
         await self._check_lease()
         return self.report
 
-    async def check_trust(
-        self, trust: Ed25519PublicKey, anchor: Seal | None
-    ) -> None:
+    async def check_trust(self, trust: Ed25519PublicKey, anchor: Seal | None) -> None:
         """The history must extend the last valid seal (and ``anchor``)."""
         found = await check_seals(
             self.log, trust, self.hashes, self.report.head, self.first, anchor
@@ -199,7 +197,7 @@ class _Verifier:
             keys = await self.log.keys()
             erased = keys is not None and keys.status == "erased"
             self.report.encryption = "erased" if erased else "locked"
-            if erased:
+            if keys is not None and erased:
                 self.warning(
                     None,
                     str(ErasedError(keys.owner, keys.erased_at, self.log.label))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +18,9 @@ from journal import Journal, MessageAppended, Msg, ThreadKey, ToolCallCompleted
 from journal.crypto import Encryption, EnvKey, KeyFile, StaticKeys, generate_key
 from journal.errors import CorruptRecordError, ErasedError, KeyUnavailableError
 from stores.local import LocalStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MARKER = "zebra-quartz-7731"
 BIG = MARKER * 6000  # over the blob threshold: stored as a blob
@@ -110,7 +113,9 @@ async def test_wrong_key_names_owner_and_key_id_never_the_key(tmp_path):
 
 async def test_wrong_key_of_the_same_id_is_refused(tmp_path):
     """A key object altered to claim another KEK: the unwrap fails, not the read."""
-    await fill(Journal.open(tmp_path, encryption=StaticKeys([generate_key()])), key_of())
+    await fill(
+        Journal.open(tmp_path, encryption=StaticKeys([generate_key()])), key_of()
+    )
     path = tmp_path / "@keyring/threads/default/agent/alice.key"
     doc = json.loads(path.read_text())
     doc["keys"][0]["wrapped"] = base64.b64encode(bytes(60)).decode()
@@ -234,7 +239,9 @@ async def test_erasing_one_user_among_many(tmp_path):
 async def test_ciphertexts_cannot_be_moved(tmp_path):
     """Associated data binds each object to its thread and version."""
     provider = StaticKeys([generate_key()])
-    journal = Journal(LocalStore(tmp_path, segments=False, fsync=False), encryption=provider)
+    journal = Journal(
+        LocalStore(tmp_path, segments=False, fsync=False), encryption=provider
+    )
     a, b = key_of("alice", "s1"), key_of("alice", "s2")
     await fill(journal, a, 3)
     await fill(journal, b, 3)
