@@ -18,7 +18,6 @@ from journal.checkpoint import CheckpointPolicy, ChunkEncoder
 from journal.compression import compressor
 from journal.crypto import Encryption, KeyProvider, require_crypto
 from journal.engine.checkpoints import Snapshot, store_checkpoint
-from journal.engine.keyring import Keyring, owner_of
 from journal.engine.listing import list_threads
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
@@ -27,6 +26,7 @@ from journal.engine.settings import JournalSettings
 from journal.engine.verify import VerifyReport, verify_thread
 from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
+from journal.keyring import Keyring, owner_of
 from journal.layout import ThreadLayout
 from journal.seals import Signer
 from projections.agent_state import encode_state

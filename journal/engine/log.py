@@ -20,7 +20,6 @@ import msgspec
 from journal import codec, compression, crypto
 from journal import events as ev
 from journal.checkpoint import decode_chunk
-from journal.engine.keyring import ThreadCipher, owner_of
 from journal.engine.lease import (
     LeaseRead,
     LeaseRecord,
@@ -37,6 +36,7 @@ from journal.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
 )
+from journal.keyring import ThreadCipher, owner_of
 from journal.layout import (
     ThreadLayout,
     encode_hint,
@@ -48,7 +48,7 @@ from journal.layout import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from journal.engine.keyring import Keyring, OwnerKeys
+    from journal.keyring import Keyring, OwnerKeys
     from journal.keys import ThreadKey
     from journal.seals import Signer
     from journal.store import ObjectStore, Quarantined

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from journal.checkpoint import CheckpointPolicy
-    from journal.engine.keyring import Keyring
+    from journal.keyring import Keyring
     from journal.seals import Signer
     from journal.store import ObjectStore
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEYRING_DIR",
+    "SLOT_KEYRING_DIR",
     "KeyObject",
     "Keyring",
     "OwnerKeys",
@@ -58,6 +59,8 @@ __all__ = [
 
 KEYRING_DIR = "@keyring/threads/"
 """Where key objects live on the keyring store (no encoded id holds an ``@``)."""
+SLOT_KEYRING_DIR = "@keyring/slots/"
+"""Where the snapshot-mode stores' key objects live on their keyring store."""
 _SUFFIX = ".key"
 _UPDATE_ATTEMPTS = 16
 
@@ -148,6 +151,8 @@ class Keyring:
         provider: The KEK provider; None reads key objects only for their status
             (erased or not): nothing can be decrypted.
         clock: Wall clock (seconds).
+        directory: Where its key objects live on ``store`` (threads by default;
+            the snapshot-mode stores keep theirs in :data:`SLOT_KEYRING_DIR`).
     """
 
     def __init__(
@@ -155,16 +160,17 @@ class Keyring:
         store: ObjectStore,
         provider: KeyProvider | None,
         clock: Callable[[], float] = time.time,
+        directory: str = KEYRING_DIR,
     ) -> None:
         self.store = store
         self.provider = provider
         self.clock = clock
+        self.directory = directory
         self._cache: dict[str, OwnerKeys] = {}
 
-    @staticmethod
-    def object_key(owner: str) -> str:
+    def object_key(self, owner: str) -> str:
         """The keyring store key of ``owner``'s key object."""
-        return f"{KEYRING_DIR}{owner}{_SUFFIX}"
+        return f"{self.directory}{owner}{_SUFFIX}"
 
     async def _read(self, owner: str) -> tuple[KeyObject, str] | None:
         try:
@@ -318,11 +324,12 @@ class Keyring:
 
     async def owners(self) -> list[str]:
         """Every owner with a key object."""
-        keys = await self.store.list(KEYRING_DIR)
+        base = self.directory
+        keys = await self.store.list(base)
         return [
-            k[len(KEYRING_DIR) : -len(_SUFFIX)]
+            k[len(base) : -len(_SUFFIX)]
             for k in keys
-            if k.startswith(KEYRING_DIR) and k.endswith(_SUFFIX)
+            if k.startswith(base) and k.endswith(_SUFFIX)
         ]
 
     async def rotate(self) -> int:
