@@ -20,6 +20,7 @@ from journal.cli.commands import (
     run_tour,
     show_diff,
     show_log,
+    show_seal,
     show_state,
     verify_threads,
     write_checkpoint,
@@ -32,6 +33,7 @@ from journal.cli.errors import (
     CommandError,
     usage_error,
 )
+from journal.cli.keys import journal_keys
 from journal.cli.options import (
     CheckpointOptions,
     DemoOptions,
@@ -41,6 +43,7 @@ from journal.cli.options import (
     LogOptions,
     LsOptions,
     RecoverOptions,
+    SealOptions,
     StateOptions,
     VerifyOptions,
 )
@@ -124,7 +127,7 @@ async def _run(args: argparse.Namespace) -> int:
     root = resolve_root(args.root)
     storage_options = parse_storage_options(args.options)
     try:
-        journal = Journal.open(root, **storage_options)
+        journal = Journal.open(root, **journal_keys(), **storage_options)
     except (ValueError, TypeError) as exc:
         raise usage_error(f"cannot open the journal root {root!r}: {exc}") from None
     out = sys.stdout
@@ -181,6 +184,8 @@ async def run_command(journal: Journal, options: Options, out: TextIO) -> Report
             return await show_diff(journal, options)
         case VerifyOptions():
             return await verify_threads(journal, options, progress)
+        case SealOptions():
+            return await show_seal(journal, options)
         case CheckpointOptions():
             return await write_checkpoint(journal, options)
         case ExportOptions():

@@ -18,6 +18,7 @@ from journal.cli.options import (
     LsOptions,
     Options,
     RecoverOptions,
+    SealOptions,
     StateOptions,
     ThreadFilter,
     VerifyOptions,
@@ -173,6 +174,26 @@ def build_parser() -> argparse.ArgumentParser:
         "thread is named); exit 1 on a problem",
     )
     _add_thread_flags(p, required=False)
+    p.add_argument(
+        "--trust",
+        metavar="PUBLIC_KEY",
+        help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM file): "
+        "fail unless the history extends the last seal it signed",
+    )
+    p.add_argument(
+        "--anchor",
+        metavar="SEAL_FILE",
+        help="a seal printed by `seal` and kept elsewhere: the history must extend "
+        "it too (needs --trust)",
+    )
+
+    p = command(
+        "seal",
+        "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
+        "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
+    )
+    _add_thread_flags(p, required=True)
+    p.add_argument("--new", action="store_true", help="sign a seal at the head now")
 
     p = command("checkpoint", "write a checkpoint at the head")
     _add_thread_flags(p, required=True)
@@ -271,7 +292,11 @@ def options_from_args(
                 root=root, key=_key(args), start=args.start, stop=args.stop
             )
         case "verify":
-            return VerifyOptions(root=root, filter=_filter(args))
+            return VerifyOptions(
+                root=root, filter=_filter(args), trust=args.trust, anchor=args.anchor
+            )
+        case "seal":
+            return SealOptions(root=root, key=_key(args), new=args.new)
         case "checkpoint":
             return CheckpointOptions(root=root, key=_key(args))
         case "export":

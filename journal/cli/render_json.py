@@ -17,6 +17,7 @@ from journal.cli.reports import (
     LogReport,
     LsReport,
     RecoverReport,
+    SealReport,
     StateReport,
     VerifyThreadsReport,
 )
@@ -107,6 +108,7 @@ _Documented = (
     | CheckpointReport
     | RecoverReport
     | ImportReport
+    | SealReport
 )
 
 
@@ -154,6 +156,12 @@ def _document(report: _Documented) -> dict[str, Any]:
             }
         case CheckpointReport():
             return {"thread": thread_json(report.key), "version": report.version}
+        case SealReport():
+            return {
+                "thread": thread_json(report.key),
+                "head": report.head,
+                "seal": msgspec.to_builtins(report.seal),
+            }
         case RecoverReport():
             return {
                 "thread": thread_json(report.key),
@@ -200,6 +208,9 @@ def _verify_json(report: VerifyReport) -> dict[str, Any]:
         "records": report.records,
         "checkpoints": report.checkpoints,
         "bytes": report.bytes,
+        "encryption": report.encryption,
+        "sealed": report.sealed,
+        "trusted": report.trusted or None,
         "problems": _findings(report.problems),
         "warnings": _findings(report.warnings),
     }

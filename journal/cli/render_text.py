@@ -24,9 +24,11 @@ from journal.cli.reports import (
     LogReport,
     LsReport,
     RecoverReport,
+    SealReport,
     StateReport,
     VerifyThreadsReport,
 )
+from journal.seals import encode_seal
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -106,6 +108,10 @@ def render_text(report: Report) -> str:
             return _text(_diff(report))
         case VerifyThreadsReport():
             return _text(_verify(report))
+        case SealReport():
+            if report.seal is None:
+                return _text([f"{thread_label(report.key)}: no seal"])
+            return _text([encode_seal(report.seal).decode()])
         case CheckpointReport():
             label = thread_label(report.key)
             return _text([f"{label}: checkpoint written at version {report.version}"])
@@ -303,10 +309,13 @@ def _verify(report: VerifyThreadsReport) -> list[str]:
     lines: list[str] = []
     for one in report.reports:
         status = "ok  " if one.ok else "FAIL"
+        extra = "" if one.encryption == "off" else f", encryption {one.encryption}"
+        if one.trusted:
+            extra += f", sealed to {one.sealed}" if one.sealed else ", not sealed"
         lines.append(
             f"{status}  {thread_label(one.key)}  "
             f"{one.records} records, head {one.head}, "
-            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes"
+            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes{extra}"
         )
         lines += [f"      problem: {finding}" for finding in one.problems]
         lines += [f"      warning: {finding}" for finding in one.warnings]

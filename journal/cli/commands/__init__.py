@@ -14,6 +14,7 @@ from journal.cli.commands.import_slot import import_slot, open_state_store
 from journal.cli.commands.log import show_log
 from journal.cli.commands.ls import list_threads, summarize_thread
 from journal.cli.commands.recover import recover_thread
+from journal.cli.commands.seal import show_seal
 from journal.cli.commands.state import show_state
 from journal.cli.commands.verify import verify_one, verify_threads
 
@@ -27,6 +28,7 @@ __all__ = [
     "run_tour",
     "show_diff",
     "show_log",
+    "show_seal",
     "show_state",
     "state_changes",
     "summarize_thread",
