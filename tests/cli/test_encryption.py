@@ -1,4 +1,4 @@
-"""The CLI on encrypted, sealed journals: status fields, ``verify --trust``, ``seal``."""
+"""The CLI on encrypted, sealed journals: status, ``verify --trust``, ``seal``."""
 
 from __future__ import annotations
 
