@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +44,7 @@ __all__ = [
     "aead_open",
     "aead_seal",
     "container_key_id",
+    "forget_keys",
     "generate_key",
     "is_container",
     "kek_id",
@@ -78,6 +80,17 @@ def _aesgcm() -> Any:
     return AESGCM
 
 
+@functools.lru_cache(maxsize=1024)
+def _cipher(key: bytes) -> Any:
+    # Building the cipher object costs more than encrypting a record: one per key.
+    return _aesgcm()(key)
+
+
+def forget_keys() -> None:
+    """Drop the cipher objects built for keys so far (after a key was destroyed)."""
+    _cipher.cache_clear()
+
+
 def require_crypto() -> None:
     """Fail early, naming the extra, when ``cryptography`` is not installed.
 
@@ -100,7 +113,7 @@ def kek_id(key: bytes) -> str:
 def aead_seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
     """Encrypt with AES-256-GCM under a fresh random nonce: ``nonce || ct || tag``."""
     nonce = os.urandom(NONCE_SIZE)
-    out: bytes = _aesgcm()(key).encrypt(nonce, plaintext, aad)
+    out: bytes = _cipher(key).encrypt(nonce, plaintext, aad)
     return nonce + out
 
 
@@ -116,9 +129,7 @@ def aead_open(key: bytes, sealed: bytes, aad: bytes) -> bytes:
     if len(sealed) < NONCE_SIZE + TAG_SIZE:
         raise ValueError(f"ciphertext is truncated ({len(sealed)} bytes)")
     try:
-        out: bytes = _aesgcm()(key).decrypt(
-            sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad
-        )
+        out: bytes = _cipher(key).decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], aad)
     except InvalidTag:
         raise ValueError(
             "does not decrypt: altered, moved from another place, or another key"

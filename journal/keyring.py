@@ -319,6 +319,7 @@ class Keyring:
             except (PreconditionFailedError, ObjectNotFoundError):
                 continue
             self._cache.pop(owner, None)
+            crypto.forget_keys()
             return True
         raise KeyUnavailableError(owner, "", "its key object kept changing")
 
@@ -405,8 +406,12 @@ class ThreadCipher:
         self._current: tuple[str, bytes] | None = None
 
     async def load(self) -> OwnerKeys:
-        """Load the owner's keys (again, unless they were usable)."""
-        if self.keys is None or self.keys.error is not None:
+        """Load the owner's keys, once: a thread's log lives for one operation.
+
+        A failure is kept too, so that reading a thousand records whose key is
+        unavailable reads the key object once (:meth:`writable` loads afresh).
+        """
+        if self.keys is None:
             self.keys = await self.keyring.load(self.owner)
         return self.keys
 
