@@ -341,16 +341,19 @@ class Journal:
         """
         if user_id is ... and session_id is None:
             raise ValueError("erase needs user_id or session_id")
+        # Listed first: a thread with ids too long for its path is named by its
+        # first record, which the shredding makes unreadable.
+        erased = [
+            key async for key in self.threads(namespace, agent_id, user_id, session_id)
+        ]
         await self.shred(
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
             namespace=namespace,
         )
-        erased: list[ThreadKey] = []
-        async for key in self.threads(namespace, agent_id, user_id, session_id):
+        for key in erased:
             await self._log(key).erase()
-            erased.append(key)
         return erased
 
     async def shred(
@@ -499,7 +502,9 @@ class Journal:
         ``user_id=None`` selects the anonymous user; leave it out for every user.
         Lists directories level by level (never the whole store).
         """
-        return list_threads(self.store, namespace, agent_id, user_id, session_id)
+        return list_threads(
+            self.store, namespace, agent_id, user_id, session_id, self.keyring
+        )
 
     # --- verify ---
 

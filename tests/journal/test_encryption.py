@@ -260,3 +260,15 @@ async def test_ciphertexts_cannot_be_moved(tmp_path):
     )
     with pytest.raises(CorruptRecordError, match="version 3"):
         [r async for r in journal.records(a)]
+
+
+async def test_threads_with_long_ids_are_listed_and_erased(tmp_path):
+    """Their real ids are in the (encrypted) first record."""
+    provider = StaticKeys([generate_key()])
+    journal = Journal.open(tmp_path, encryption=provider)
+    long_session = "s" * 200
+    key = ThreadKey("agent", long_session, user_id="alice")
+    await fill(journal, key, 2)
+    assert [k async for k in journal.threads()] == [key]
+    assert await journal.erase(user_id="alice") == [key]
+    assert [k async for k in journal.threads()] == []
