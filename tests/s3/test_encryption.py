@@ -91,3 +91,7 @@ async def test_no_plaintext_in_the_bucket_and_erasure(s3_server):
     assert report.encryption == "erased"
     assert (await restored.load(bob)).context[0].content.startswith(MARKER)
     assert MARKER.encode() not in every_stored_byte(s3_server, bucket)
+    for opened in (journal, restored):
+        await opened.aclose()
+    assert encryption.keyring is not None
+    await encryption.keyring.aclose()
