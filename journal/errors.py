@@ -323,11 +323,13 @@ class KeyUnavailableError(EncryptionError):
         owner: Whose key: the thread's user (``ns/agent/user``) or anonymous
             session (``ns/agent/~/session``), as its key object names it.
         key_id: The data key's or key-encryption key's id ("" when unknown).
+        detail: Why the key cannot be used.
     """
 
     def __init__(self, owner: str, key_id: str, detail: str) -> None:
         self.owner = owner
         self.key_id = key_id
+        self.detail = detail
         which = f" (key id {key_id})" if key_id else ""
         super().__init__(f"no usable key for {owner}{which}: {detail}")
 

@@ -136,6 +136,9 @@ class OwnerKeys:
             return found
         if key_id in self.erased:
             raise ErasedError(self.owner, self.erased_at, what)
+        if isinstance(self.error, KeyUnavailableError) and not self.error.key_id:
+            # Name the data key the object asks for, when nothing else named one.
+            raise KeyUnavailableError(self.owner, key_id, self.error.detail)
         if self.error is not None:
             raise self.error
         raise KeyUnavailableError(

@@ -130,8 +130,10 @@ async def test_missing_key_object(tmp_path):
     await fill(Journal.open(tmp_path, encryption=provider), key_of())
     (tmp_path / "@keyring/threads/default/agent/alice.key").unlink()
     journal = Journal.open(tmp_path, encryption=provider)
-    with pytest.raises(KeyUnavailableError, match="no key object"):
+    with pytest.raises(KeyUnavailableError, match="no key object") as caught:
         await journal.load(key_of())
+    assert caught.value.owner == "default/agent/alice"
+    assert caught.value.key_id.startswith("d-")
     # A writer must not mint a new key over data it cannot read.
     with pytest.raises(KeyUnavailableError):
         async with journal.writer(key_of()):
