@@ -31,6 +31,7 @@ __all__ = [
     "MAX_NESTING",
     "CheckpointBody",
     "EncodedRecord",
+    "EncryptedBody",
     "Envelope",
     "ParsedRecord",
     "Record",
@@ -45,12 +46,15 @@ __all__ = [
     "parse_record",
     "register_event",
     "register_upcaster",
+    "seal_record",
 ]
 
 FORMAT_VERSION = 1
 RECORD_MAGIC = b"AJR1"
 RECORD_ZMAGIC = b"AJZ1"
 """A record whose body is zstd-compressed (``Journal(compression="zstd")``)."""
+RECORD_EMAGIC = b"AJE1"
+"""A record whose body is encrypted (``Journal(encryption=...)``)."""
 CHECKPOINT_MAGIC = b"AJC1"
 GENESIS_HASH = bytes(32)
 """The ``prev_hash`` of version 1."""
@@ -172,6 +176,22 @@ class CheckpointBody(msgspec.Struct, array_like=True, frozen=True):
     batches: bytes = b""
 
 
+class EncryptedBody(msgspec.Struct, array_like=True, frozen=True):
+    """The body of an encrypted record (``AJE1``): clear structure, sealed content.
+
+    ``ciphertext`` is ``nonce || AES-GCM(RecordBody bytes, zstd-compressed or not)
+    || tag`` under the data key ``key_id``; the clear fields repeat the body's, so
+    that the chain, contiguity and epochs can be checked without keys.
+    """
+
+    format: int
+    version: int
+    epoch: int
+    prev_hash: bytes
+    key_id: str
+    ciphertext: bytes
+
+
 @dataclass(slots=True)
 class EncodedRecord:
     """A record ready to publish, with the blobs that must exist before it."""
@@ -182,15 +202,26 @@ class EncodedRecord:
     blobs: dict[str, bytes] = field(default_factory=dict)
     events: list[object] | None = None
     """The events as readers will decode them (None when not validated)."""
+    epoch: int = 0
+    prev_hash: bytes = GENESIS_HASH
+    stored_body: bytes = b""
+    """The body as framed: the canonical body, or its zstd frame."""
 
 
 @dataclass(slots=True)
 class ParsedRecord:
-    """A record whose framing, checksum and hash were verified; events still raw."""
+    """A record whose framing, checksum and hash were verified; events still raw.
+
+    ``sealed`` records are encrypted ones read without their key: only the clear
+    fields of ``body`` (format, version, epoch, prev_hash) are real, it holds no
+    events, and ``writer``, ``batch_id`` and ``committed_at`` are empty.
+    """
 
     body: RecordBody
     hash: bytes
     size: int
+    sealed: bool = False
+    encrypted: bool = False
 
     @property
     def blob_refs(self) -> list[str]:
@@ -747,26 +778,79 @@ def encode_record(
         )
     )
     digest = hashlib.sha256(prev_hash + body).digest()
-    if compress is not None:
-        framed = _frame(RECORD_ZMAGIC, compress(body), digest)
-    else:
-        framed = _frame(RECORD_MAGIC, body, digest)
+    stored = compress(body) if compress is not None else body
+    magic = RECORD_ZMAGIC if compress is not None else RECORD_MAGIC
+    framed = _frame(magic, stored, digest)
     return EncodedRecord(
-        framed, digest, hashlib.sha256(envelopes).digest(), blobs, decoded
+        framed,
+        digest,
+        hashlib.sha256(envelopes).digest(),
+        blobs,
+        decoded,
+        epoch,
+        prev_hash,
+        stored,
     )
 
 
-def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
+def seal_record(
+    encoded: EncodedRecord,
+    *,
+    version: int,
+    key_id: str,
+    encrypt: Callable[[bytes], bytes],
+) -> None:
+    """Turn an encoded record into its encrypted form (``AJE1``), in place.
+
+    ``encrypt`` seals the stored body (compressed or not) with the data key
+    ``key_id`` and the associated data of this record's place. The record's hash
+    becomes SHA-256(prev_hash || encrypted body): the chain covers the bytes as
+    stored, so it can be checked without keys and reveals nothing of the content.
+    ``data`` and ``hash`` are replaced; the events, blobs and content digest stay.
+    """
+    body = _encoder.encode(
+        EncryptedBody(
+            FORMAT_VERSION,
+            version,
+            encoded.epoch,
+            encoded.prev_hash,
+            key_id,
+            encrypt(encoded.stored_body),
+        )
+    )
+    digest = hashlib.sha256(encoded.prev_hash + body).digest()
+    encoded.data = _frame(RECORD_EMAGIC, body, digest)
+    encoded.hash = digest
+
+
+def is_encrypted_record(raw: bytes) -> bool:
+    """Whether a record's stored bytes are an encrypted record."""
+    return raw[:4] == RECORD_EMAGIC
+
+
+def parse_record(
+    raw: bytes,
+    *,
+    label: str,
+    version: int,
+    opener: Callable[[int, str, bytes], bytes] | None = None,
+) -> ParsedRecord:
     """Verify a record's framing, checksum and own hash (pure).
 
     Args:
         raw: The object's bytes.
         label: The thread's readable name, for errors.
         version: The version the record's key says it is.
+        opener: Decrypts an encrypted record's ciphertext (it raises
+            ``KeyUnavailableError`` or ``ErasedError`` when it cannot, and
+            ``ValueError`` when the ciphertext does not decrypt). Without one, an
+            encrypted record is checked as stored and returned ``sealed``.
 
     Raises:
         CorruptRecordError: Any check failed, naming the thread and version.
     """
+    if raw[:4] == RECORD_EMAGIC:
+        return _parse_encrypted(raw, label, version, opener)
     try:
         if raw[:4] == RECORD_ZMAGIC:
             stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
@@ -787,6 +871,57 @@ def parse_record(raw: bytes, *, label: str, version: int) -> ParsedRecord:
     if hashlib.sha256(body.prev_hash + body_bytes).digest() != digest:
         raise CorruptRecordError(label, version, "hash does not match the body")
     return ParsedRecord(body, digest, len(raw))
+
+
+_encrypted_decoder = msgspec.msgpack.Decoder(EncryptedBody)
+
+
+def _parse_encrypted(
+    raw: bytes,
+    label: str,
+    version: int,
+    opener: Callable[[int, str, bytes], bytes] | None,
+) -> ParsedRecord:
+    try:
+        stored, digest = _unframe(RECORD_EMAGIC, raw, 32, "record")
+        outer = _encrypted_decoder.decode(stored)
+    except (ValueError, msgspec.DecodeError) as exc:
+        raise CorruptRecordError(label, version, str(exc)) from None
+    if outer.format != FORMAT_VERSION:
+        raise CorruptRecordError(label, version, f"unknown format {outer.format}")
+    if outer.version != version:
+        raise CorruptRecordError(
+            label, version, f"record says it is version {outer.version}"
+        )
+    if hashlib.sha256(outer.prev_hash + stored).digest() != digest:
+        raise CorruptRecordError(label, version, "hash does not match the body")
+    if opener is None:
+        body = RecordBody(
+            outer.format, version, outer.epoch, "", "", None, 0.0, outer.prev_hash, []
+        )
+        return ParsedRecord(body, digest, len(raw), sealed=True, encrypted=True)
+    try:
+        plain = opener(version, outer.key_id, outer.ciphertext)
+    except ValueError as exc:
+        raise CorruptRecordError(label, version, f"ciphertext {exc}") from None
+    try:
+        if compression.is_compressed(plain):
+            plain = compression.decompress(plain)
+        body = _body_decoder.decode(plain)
+    except (ValueError, msgspec.DecodeError) as exc:
+        raise CorruptRecordError(label, version, f"decrypted body: {exc}") from None
+    except RecursionError:
+        raise CorruptRecordError(label, version, _TOO_DEEP) from None
+    if (
+        body.format != FORMAT_VERSION
+        or body.version != version
+        or body.epoch != outer.epoch
+        or body.prev_hash != outer.prev_hash
+    ):
+        raise CorruptRecordError(
+            label, version, "decrypted body disagrees with the record's clear fields"
+        )
+    return ParsedRecord(body, digest, len(raw), encrypted=True)
 
 
 def decode_event(envelope: Envelope, data: bytes | None = None) -> object:

@@ -20,7 +20,10 @@ Errors are grouped by what the caller must do next::
     │   └── PreconditionFailedError      replace() found another etag
     ├── CorruptRecordError               bad checksum, broken chain, gap, missing blob
     ├── UnknownEventError                a required event type this reader lacks
-    └── CompressionUnavailableError      zstd data or setting, zstandard missing
+    ├── CompressionUnavailableError      zstd data or setting, zstandard missing
+    └── EncryptionError                  encrypted data that cannot be read or sealed
+        ├── KeyUnavailableError          .owner .key_id: a data key missing or wrong
+        └── ErasedError                  .owner: the owner's data keys were destroyed
     InvalidKeyError(JournalError, ValueError)
     InvalidEventError(JournalError, ValueError)   an event readers would refuse
     TaskError(JournalError, ValueError)   a task change the task's state refuses
@@ -42,10 +45,13 @@ __all__ = [
     "ConflictError",
     "CorruptRecordError",
     "DuplicateRunError",
+    "EncryptionError",
+    "ErasedError",
     "FencedError",
     "InvalidEventError",
     "InvalidKeyError",
     "JournalError",
+    "KeyUnavailableError",
     "LeaseError",
     "LeaseHeldError",
     "ObjectExistsError",
@@ -364,3 +370,51 @@ class TaskError(JournalError, ValueError):
         if requirement is not None:
             where += f", requirement {requirement!r}"
         super().__init__(f"{where}: {detail}")
+class EncryptionError(JournalError):
+    """Encrypted data cannot be read, or data cannot be encrypted.
+
+    Messages name the key's owner and the key id, never key material.
+    """
+
+
+class KeyUnavailableError(EncryptionError):
+    """The data key that encrypted something is missing, or cannot be unwrapped.
+
+    Raised when a journal is opened without encryption on encrypted data, when the
+    owner's key object is missing, and when the key provider does not hold (or holds
+    another) key-encryption key. It is not corruption: the bytes may be intact.
+
+    Attributes:
+        owner: Whose key: the thread's user (``ns/agent/user``) or anonymous
+            session (``ns/agent/~/session``), as its key object names it.
+        key_id: The data key's or key-encryption key's id ("" when unknown).
+        detail: Why the key cannot be used.
+    """
+
+    def __init__(self, owner: str, key_id: str, detail: str) -> None:
+        self.owner = owner
+        self.key_id = key_id
+        self.detail = detail
+        which = f" (key id {key_id})" if key_id else ""
+        super().__init__(f"no usable key for {owner}{which}: {detail}")
+
+
+class ErasedError(EncryptionError):
+    """The owner's data keys were destroyed (crypto-shredding): the data is gone.
+
+    Every copy of what those keys encrypted (log, checkpoints, object versions,
+    backups) is unreadable. This is the expected state of an erased user, not
+    corruption.
+
+    Attributes:
+        owner: Whose keys were destroyed.
+        erased_at: When (wall clock seconds), 0.0 when unknown.
+    """
+
+    def __init__(self, owner: str, erased_at: float = 0.0, what: str = "") -> None:
+        self.owner = owner
+        self.erased_at = erased_at
+        subject = f"{what}: " if what else ""
+        super().__init__(
+            f"{subject}the data of {owner} was erased (its data keys were destroyed)"
+        )

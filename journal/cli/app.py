@@ -31,6 +31,7 @@ from journal.cli.commands import (
     show_history,
     show_log,
     show_runs,
+    show_seal,
     show_state,
     verify_threads,
     write_checkpoint,
@@ -44,6 +45,7 @@ from journal.cli.errors import (
     CommandError,
     usage_error,
 )
+from journal.cli.keys import journal_keys
 from journal.cli.options import (
     CheckpointOptions,
     DemoOptions,
@@ -57,6 +59,7 @@ from journal.cli.options import (
     ReconcileOptions,
     RecoverOptions,
     RunsOptions,
+    SealOptions,
     StateOptions,
     VerifyOptions,
 )
@@ -193,7 +196,7 @@ async def _run(args: argparse.Namespace) -> int:
     root = resolve_root(args.root)
     storage_options = parse_storage_options(args.options)
     try:
-        journal = Journal.open(root, **storage_options)
+        journal = Journal.open(root, **journal_keys(), **storage_options)
     except (ValueError, TypeError) as exc:
         raise usage_error(f"cannot open the journal root {root!r}: {exc}") from None
     out = sys.stdout
@@ -315,6 +318,8 @@ async def run_command(journal: Journal, options: Options, out: TextIO) -> Report
             return await show_diff(journal, options)
         case VerifyOptions():
             return await verify_threads(journal, options, progress)
+        case SealOptions():
+            return await show_seal(journal, options)
         case CheckpointOptions():
             return await write_checkpoint(journal, options)
         case ExportOptions():

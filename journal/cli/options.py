@@ -25,6 +25,7 @@ __all__ = [
     "ReconcileOptions",
     "RecoverOptions",
     "RunsOptions",
+    "SealOptions",
     "StateOptions",
     "ThreadFilter",
     "VerifyOptions",
@@ -110,6 +111,15 @@ class LsOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SealOptions:
+    """``seal``: print the latest seal of ``key`` (sign one at the head if ``new``)."""
+
+    root: str
+    key: ThreadKey
+    new: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LogOptions:
     """``log``: a thread's records from ``start`` to ``stop``, or the last ``tail``.
 
@@ -191,6 +201,10 @@ class VerifyOptions:
 
     root: str
     filter: ThreadFilter = field(default_factory=ThreadFilter)
+    trust: str | None = None
+    """A public key (``ed25519:<base64>``, hex or a PEM file): check the seals."""
+    anchor: str | None = None
+    """A file holding a seal printed by ``seal``, which the history must extend."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,6 +278,7 @@ Options = (
     | StateOptions
     | DiffOptions
     | VerifyOptions
+    | SealOptions
     | CheckpointOptions
     | ExportOptions
     | RecoverOptions

@@ -28,6 +28,7 @@ from journal.cli.options import (
     ReconcileOptions,
     RecoverOptions,
     RunsOptions,
+    SealOptions,
     StateOptions,
     ThreadFilter,
     VerifyOptions,
@@ -348,6 +349,26 @@ def build_parser() -> JournalParser:
         "thread is named); exit 1 on a problem",
     )
     _add_thread_flags(p, required=False)
+    p.add_argument(
+        "--trust",
+        metavar="PUBLIC_KEY",
+        help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM file): "
+        "fail unless the history extends the last seal it signed",
+    )
+    p.add_argument(
+        "--anchor",
+        metavar="SEAL_FILE",
+        help="a seal printed by `seal` and kept elsewhere: the history must extend "
+        "it too (needs --trust)",
+    )
+
+    p = command(
+        "seal",
+        "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
+        "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
+    )
+    _add_thread_flags(p, required=True)
+    p.add_argument("--new", action="store_true", help="sign a seal at the head now")
 
     p = command("checkpoint", "write a checkpoint at the head")
     _add_thread_flags(p, required=True)
@@ -470,6 +491,7 @@ THREAD_COMMANDS = frozenset(
         "history",
         "state",
         "diff",
+        "seal",
         "checkpoint",
         "export",
         "recover",
@@ -563,7 +585,12 @@ def options_from_args(
                 root=root, filter=thread_filter(args), attention=args.attention
             )
         case "verify":
-            return VerifyOptions(root=root, filter=thread_filter(args))
+            return VerifyOptions(
+                root=root,
+                filter=thread_filter(args),
+                trust=args.trust,
+                anchor=args.anchor,
+            )
     assert key is not None  # noqa: S101 -- checked above; narrows the type
     match args.command:
         case "log":
@@ -589,6 +616,8 @@ def options_from_args(
             return StateOptions(root=root, key=key, at=args.at)
         case "diff":
             return DiffOptions(root=root, key=key, start=args.start, stop=args.stop)
+        case "seal":
+            return SealOptions(root=root, key=key, new=args.new)
         case "checkpoint":
             return CheckpointOptions(root=root, key=key)
         case "export":

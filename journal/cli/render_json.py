@@ -21,6 +21,7 @@ from journal.cli.reports import (
     ReconcileReport,
     RecoverReport,
     RunsReport,
+    SealReport,
     StateReport,
     VerifyThreadsReport,
     call_status,
@@ -116,6 +117,7 @@ _Documented = (
     | HistoryReport
     | ReconcileReport
     | ImportExportReport
+    | SealReport
 )
 
 
@@ -214,6 +216,12 @@ def _document(report: _Documented) -> dict[str, Any]:
             }
         case CheckpointReport():
             return {"thread": thread_json(report.key), "version": report.version}
+        case SealReport():
+            return {
+                "thread": thread_json(report.key),
+                "head": report.head,
+                "seal": msgspec.to_builtins(report.seal),
+            }
         case RecoverReport():
             return {
                 "thread": thread_json(report.key),
@@ -262,6 +270,9 @@ def _verify_json(report: VerifyReport) -> dict[str, Any]:
         "records": report.records,
         "checkpoints": report.checkpoints,
         "bytes": report.bytes,
+        "encryption": report.encryption,
+        "sealed": report.sealed,
+        "trusted": report.trusted or None,
         "problems": _findings(report.problems),
         "warnings": _findings(report.warnings),
     }

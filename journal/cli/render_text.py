@@ -45,10 +45,12 @@ from journal.cli.reports import (
     ReconcileReport,
     RecoverReport,
     RunsReport,
+    SealReport,
     StateReport,
     VerifyThreadsReport,
     call_status,
 )
+from journal.seals import encode_seal
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -227,6 +229,10 @@ def _blocks(report: Report) -> list[Block]:
             return _diff(report)
         case VerifyThreadsReport():
             return _verify(report)
+        case SealReport():
+            if report.seal is None:
+                return [f"{thread_label(report.key)}: no seal"]
+            return [encode_seal(report.seal).decode()]
         case CheckpointReport():
             label = thread_label(report.key)
             return [f"{label}: checkpoint written at version {report.version}"]
@@ -614,11 +620,14 @@ def _verify(report: VerifyThreadsReport) -> list[Block]:
     lines: list[Block] = []
     for one in report.reports:
         status = Text("ok  ", style=STYLES["ok"]) if one.ok else _styled("FAIL")
+        extra = "" if one.encryption == "off" else f", encryption {one.encryption}"
+        if one.trusted:
+            extra += f", sealed to {one.sealed}" if one.sealed else ", not sealed"
         line = Text.assemble(
             status,
             f"  {thread_label(one.key)}  "
             f"{one.records} records, head {one.head}, "
-            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes",
+            f"{one.checkpoints} checkpoints checked, {one.bytes} bytes{extra}",
         )
         lines.append(line)
         lines += [

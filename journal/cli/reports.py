@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from journal.codec import Record
     from journal.engine import VerifyReport
     from journal.keys import ThreadKey
+    from journal.seals import Seal
     from projections.agent_state import AgentState
     from projections.audit import HistoryEntry, RunEntry, ToolCallEntry
 
@@ -38,6 +39,7 @@ __all__ = [
     "Report",
     "RunView",
     "RunsReport",
+    "SealReport",
     "StateReport",
     "ThreadSummary",
     "UncertainCall",
@@ -362,12 +364,22 @@ class DemoReport:
     status: int
 
 
+@dataclass(frozen=True, slots=True)
+class SealReport:
+    """``seal``: the thread's latest seal (None: it has none)."""
+
+    key: ThreadKey
+    head: int
+    seal: Seal | None
+
+
 Report = (
     LsReport
     | LogReport
     | StateReport
     | DiffReport
     | VerifyThreadsReport
+    | SealReport
     | CheckpointReport
     | ExportReport
     | RecoverReport

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from journal import codec
 from journal.checkpoint import decode_chunk, pack_chunk
 from journal.engine.batches import ENTRY_SIZE
+from journal.engine.sealing import write_seal
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -150,9 +151,11 @@ async def store_checkpoint(
     clock: Callable[[], float],
     step: Callable[[], None] | None = None,
 ) -> None:
-    """Write a checkpoint's new chunks, the checkpoint, then the hint.
+    """Write a checkpoint's new chunks, the checkpoint, its seal, then the hint.
 
-    ``step`` is called each time the work resumes (the writer counts them).
+    The seal is signed only when the log has a signer (a journal opened with a
+    signing key). ``step`` is called each time the work resumes (the writer counts
+    them).
     """
     digests, fresh = await plan_chunks(chunker, snap.messages, written, step)
     await log.put_blobs(fresh)
@@ -170,4 +173,6 @@ async def store_checkpoint(
         snap.batches,
     )
     await log.create_checkpoint(snap.version, codec.encode_checkpoint(body))
+    if log.signer is not None:
+        await write_seal(log, log.signer, snap.version, snap.record_hash, clock)
     await log.put_hint(snap.version)

@@ -16,14 +16,19 @@ from typing import TYPE_CHECKING, Any
 from journal import codec
 from journal.checkpoint import CheckpointPolicy, ChunkEncoder
 from journal.compression import compressor
+from journal.crypto import Encryption, KeyProvider, require_crypto
 from journal.engine.checkpoints import Snapshot, store_checkpoint
 from journal.engine.listing import list_threads
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
+from journal.engine.sealing import latest_seal, write_seal
 from journal.engine.settings import JournalSettings
 from journal.engine.verify import VerifyReport, verify_thread
 from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
+from journal.keyring import Keyring, owner_of
+from journal.layout import ThreadLayout
+from journal.seals import Signer
 from projections.agent_state import encode_state
 
 if TYPE_CHECKING:
@@ -31,8 +36,14 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
     from types import EllipsisType
 
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
     from journal.engine.log import RetentionMarker, ThreadLog
     from journal.keys import ThreadKey
+    from journal.seals import Seal
     from journal.store import ObjectStore
     from projections.agent_state import AgentState
 
@@ -54,10 +65,17 @@ class Journal:
         compression: ``"zstd"`` to have writers compress records and blobs (the
             ``zstd`` extra; see :mod:`journal.compression`), None not to. Readers
             read either, whatever this says.
+        encryption: A key provider (or an :class:`~journal.crypto.Encryption`) to
+            encrypt what writers store and to read encrypted data (the ``crypto``
+            extra; see ``docs/ENCRYPTION.md``). None: write in the clear; encrypted
+            data then reads as locked (``KeyUnavailableError``), or erased.
+        signing_key: An Ed25519 private key (or a PEM file / raw 32 bytes): a
+            seal is signed at every checkpoint (see :mod:`journal.seals`).
 
     Raises:
         ValueError: An unknown ``compression``.
         CompressionUnavailableError: ``compression="zstd"`` without zstandard.
+        EncryptionError: ``encryption`` or ``signing_key`` without cryptography.
     """
 
     def __init__(
@@ -68,6 +86,8 @@ class Journal:
         blob_threshold: int = codec.BLOB_THRESHOLD,
         clock: Callable[[], float] = time.time,
         compression: str | None = None,
+        encryption: KeyProvider | Encryption | None = None,
+        signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
     ) -> None:
         self.store = store
         self.policy = CheckpointPolicy(checkpoint_every)
@@ -75,8 +95,26 @@ class Journal:
         self.clock = clock
         self.compression = compression
         self.compress = compressor(compression)
+        if encryption is not None and not isinstance(encryption, Encryption):
+            encryption = Encryption(encryption)
+        if encryption is not None:
+            require_crypto()
+        self.encryption = encryption
+        self.keyring = Keyring(
+            (encryption.keyring if encryption is not None else None) or store,
+            encryption.provider if encryption is not None else None,
+            clock,
+        )
+        self.signer = Signer(signing_key) if signing_key is not None else None
         self.settings = JournalSettings(
-            store, self.policy, blob_threshold, clock, self.compress
+            store,
+            self.policy,
+            blob_threshold,
+            clock,
+            self.compress,
+            self.keyring,
+            encryption is not None,
+            self.signer,
         )
 
     @classmethod
@@ -87,6 +125,8 @@ class Journal:
         checkpoint_every: int = 100,
         blob_threshold: int = codec.BLOB_THRESHOLD,
         compression: str | None = None,
+        encryption: KeyProvider | Encryption | None = None,
+        signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
         **storage_options: Any,
     ) -> Journal:
         """Open a journal at ``url``.
@@ -97,6 +137,8 @@ class Journal:
             checkpoint_every: Automatic checkpoint interval in records (0: off).
             blob_threshold: Encoded events larger than this become blobs.
             compression: ``"zstd"`` to compress what writers store (see the class).
+            encryption: A key provider: encrypt at rest (see the class).
+            signing_key: Sign a seal at every checkpoint (see the class).
             **storage_options: Passed to the backend (``fsync=False`` locally;
                 ``endpoint_url``, ``key``, ``secret``, ... for S3).
         """
@@ -108,6 +150,8 @@ class Journal:
             checkpoint_every=checkpoint_every,
             blob_threshold=blob_threshold,
             compression=compression,
+            encryption=encryption,
+            signing_key=signing_key,
         )
 
     async def aclose(self) -> None:
@@ -290,22 +334,105 @@ class Journal:
         agent_id: str | None = None,
         namespace: str | None = None,
     ) -> list[ThreadKey]:
-        """Delete every object of the matching threads (erasure on request).
+        """Erase the matching threads: shred their data keys, then delete them.
 
         At least ``user_id`` (None for the anonymous user) or ``session_id`` must be
-        given. Stop the threads' writers first: a live writer would go on creating
-        records in the erased thread. This cannot be undone.
+        given. The first step is :meth:`shred` (every copy of encrypted data becomes
+        unreadable); the second deletes every object of the threads. Stop the
+        threads' writers first: a live writer would go on creating records in the
+        erased thread. This cannot be undone.
 
         Returns:
             The threads erased.
         """
         if user_id is ... and session_id is None:
             raise ValueError("erase needs user_id or session_id")
-        erased: list[ThreadKey] = []
-        async for key in self.threads(namespace, agent_id, user_id, session_id):
+        # Listed first: a thread with ids too long for its path is named by its
+        # first record, which the shredding makes unreadable.
+        erased = [
+            key async for key in self.threads(namespace, agent_id, user_id, session_id)
+        ]
+        await self.shred(
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            namespace=namespace,
+        )
+        for key in erased:
             await self._log(key).erase()
-            erased.append(key)
         return erased
+
+    async def shred(
+        self,
+        *,
+        user_id: str | EllipsisType | None = ...,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+    ) -> list[str]:
+        """Destroy the data keys of the matching owners (crypto-shredding).
+
+        Whatever those keys encrypted (records, checkpoints, blobs, in every copy:
+        old object versions, backups) becomes unreadable at once, and reads report
+        ``ErasedError`` rather than corruption. The objects stay until
+        :meth:`erase` deletes them. Keys are per user of an agent and per session
+        of the anonymous user: a session of a named user is not shredded alone
+        (its user's key covers the user's other sessions); erase deletes it.
+
+        Returns:
+            The owners whose keys were destroyed.
+        """
+        if user_id is ... and session_id is None:
+            raise ValueError("shred needs user_id or session_id")
+        owners = [
+            owner
+            for owner in await self.keyring.owners()
+            if _owner_matches(owner, user_id, session_id, agent_id, namespace)
+        ]
+        return [owner for owner in owners if await self.keyring.shred(owner)]
+
+    async def rotate_keys(self) -> int:
+        """Rewrap every data key with the provider's current key-encryption key.
+
+        No record is rewritten: only the key objects. Afterwards the older KEKs can
+        be retired (``KeyFile.retire``), which also makes any copy of a key object
+        wrapped by them (a backup of the keyring) useless.
+
+        Returns:
+            How many key objects were rewritten.
+        """
+        return await self.keyring.rotate()
+
+    def owner_of(self, key: ThreadKey) -> str:
+        """Whose data keys encrypt ``key``'s thread (as errors name the owner)."""
+        return owner_of(ThreadLayout.of(key).prefix)
+
+    # --- seals ---
+
+    async def seal(self, key: ThreadKey) -> Seal:
+        """Sign and store a seal of the thread's head now (on demand).
+
+        Raises:
+            ValueError: The journal has no signing key, or the thread no records.
+        """
+        if self.signer is None:
+            raise ValueError("sealing needs a journal opened with signing_key=")
+        log = self._log(key)
+        head = await log.head()
+        if head == 0:
+            raise ValueError(f"{log.label} has no records to seal")
+        parsed = await log.read_parsed(head)
+        return await write_seal(log, self.signer, head, parsed.hash, self.clock)
+
+    async def latest_seal(
+        self, key: ThreadKey, trusted: Ed25519PublicKey | None = None
+    ) -> Seal | None:
+        """The thread's seal of the highest version (signed by ``trusted``, if given).
+
+        Print it (``journal.seals.encode_seal``) and keep it elsewhere: passed back
+        to :meth:`verify` as ``anchor``, it catches a truncation to before it.
+        """
+        return await latest_seal(self._log(key), trusted)
 
     # --- reading ---
 
@@ -381,16 +508,60 @@ class Journal:
         ``user_id=None`` selects the anonymous user; leave it out for every user.
         Lists directories level by level (never the whole store).
         """
-        return list_threads(self.store, namespace, agent_id, user_id, session_id)
+        return list_threads(
+            self.store, namespace, agent_id, user_id, session_id, self.keyring
+        )
 
     # --- verify ---
 
-    async def verify(self, key: ThreadKey) -> VerifyReport:
+    async def verify(
+        self,
+        key: ThreadKey,
+        *,
+        trust: Ed25519PublicKey | None = None,
+        anchor: Seal | None = None,
+    ) -> VerifyReport:
         """Check a thread's integrity without writing anything.
 
         Checks checksums, the hash chain, contiguity from version 1, epoch
         monotonicity, blobs, unknown event types, every checkpoint against a fresh
         replay, the ``LAST_CHECKPOINT`` hint, the ``LEASE`` (damaged or implausible:
-        a warning), and leftovers of interrupted writes.
+        a warning), and leftovers of interrupted writes. Encrypted records are
+        checked as stored without their key (``report.encryption`` says
+        ``"locked"`` or ``"erased"``) and in full with it.
+
+        Args:
+            key: The thread.
+            trust: An Ed25519 public key (``journal.seals.load_public_key``): the
+                history must extend the last seal it signed.
+            anchor: A seal kept elsewhere that the history must extend too.
         """
-        return await verify_thread(self._log(key), self.clock)
+        return await verify_thread(
+            self._log(key), self.clock, trust=trust, anchor=anchor
+        )
+
+
+def _owner_matches(
+    owner: str,
+    user_id: str | EllipsisType | None,
+    session_id: str | None,
+    agent_id: str | None,
+    namespace: str | None,
+) -> bool:
+    """Whether an owner's keys belong only to threads the erase filter selects."""
+    from journal.keys import ANONYMOUS_SEGMENT, encode_segment
+
+    parts = owner.split("/")
+    if namespace is not None and parts[0] != encode_segment(namespace):
+        return False
+    if agent_id is not None and parts[1] != encode_segment(agent_id):
+        return False
+    anonymous = parts[2] == ANONYMOUS_SEGMENT
+    if user_id is None and not anonymous:
+        return False
+    if isinstance(user_id, str) and (anonymous or parts[2] != encode_segment(user_id)):
+        return False
+    if session_id is not None:
+        # A named user's key covers all their sessions: never shredded for one.
+        return anonymous and len(parts) > 3 and parts[3] == encode_segment(session_id)
+    return True

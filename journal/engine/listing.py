@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from journal import codec
 from journal import events as ev
-from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.errors import CorruptRecordError, EncryptionError, ObjectNotFoundError
+from journal.keyring import ThreadCipher
 from journal.keys import ANONYMOUS_SEGMENT, ThreadKey, decode_segment, encode_segment
 from journal.layout import ThreadLayout
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import EllipsisType
 
+    from journal.keyring import Keyring
     from journal.store import ObjectStore
 
 __all__ = ["list_threads"]
@@ -25,11 +27,14 @@ async def list_threads(
     agent_id: str | None = None,
     user_id: str | EllipsisType | None = ...,
     session_id: str | None = None,
+    keyring: Keyring | None = None,
 ) -> AsyncIterator[ThreadKey]:
     """Yield the keys of the threads stored, filtered by the given ids.
 
     ``user_id=None`` selects the anonymous user; leave it out for every user. Lists
-    directories level by level (never the whole store).
+    directories level by level (never the whole store). A thread whose ids are too
+    long for its path is named by its first record: ``keyring`` decrypts it when it
+    is encrypted (without a usable key such a thread is not listed).
     """
 
     async def level(
@@ -53,14 +58,14 @@ async def list_threads(
                     base = f"{ns}/{agent}/{user}/{session}"
                     for thread in await store.children(base):
                         key = await _key_from_segments(
-                            store, (ns, agent, user, session, thread)
+                            store, (ns, agent, user, session, thread), keyring
                         )
                         if key is not None:
                             yield key
 
 
 async def _key_from_segments(
-    store: ObjectStore, segments: tuple[str, ...]
+    store: ObjectStore, segments: tuple[str, ...], keyring: Keyring | None = None
 ) -> ThreadKey | None:
     try:
         ids = [None if s == ANONYMOUS_SEGMENT else decode_segment(s) for s in segments]
@@ -79,10 +84,16 @@ async def _key_from_segments(
     prefix = "/".join(segments)
     try:
         data, _ = await store.read(ThreadLayout(prefix).record_key(1))
+        opener = None
+        if codec.is_encrypted_record(data) and keyring is not None:
+            cipher = ThreadCipher(keyring, prefix)
+            await cipher.load()
+            opener = cipher.open_record
         record = codec.materialize(
-            codec.parse_record(data, label=prefix, version=1), label=prefix
+            codec.parse_record(data, label=prefix, version=1, opener=opener),
+            label=prefix,
         )
-    except (ObjectNotFoundError, CorruptRecordError):
+    except (ObjectNotFoundError, CorruptRecordError, EncryptionError):
         return None
     for event in record.events:
         if isinstance(event, ev.ThreadCreated):

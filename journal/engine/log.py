@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import msgspec
 
-from journal import codec, compression
+from journal import codec, compression, crypto
 from journal import events as ev
 from journal.checkpoint import decode_chunk
 from journal.engine.lease import (
@@ -31,15 +31,26 @@ from journal.engine.lease import (
 )
 from journal.errors import (
     CorruptRecordError,
+    EncryptionError,
+    KeyUnavailableError,
     ObjectExistsError,
     ObjectNotFoundError,
 )
-from journal.layout import ThreadLayout, encode_hint, parse_hint, version_of
+from journal.keyring import ThreadCipher, owner_of
+from journal.layout import (
+    ThreadLayout,
+    encode_hint,
+    parse_hint,
+    version_name,
+    version_of,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
+    from journal.keyring import Keyring, OwnerKeys
     from journal.keys import ThreadKey
+    from journal.seals import Signer
     from journal.store import ObjectStore, Quarantined
 
 __all__ = [
@@ -123,6 +134,8 @@ class ThreadLog:
         key: The thread.
         compress: Compresses the blobs this log writes (see
             :mod:`journal.compression`); reading handles either kind.
+        keyring: The journal's data keys; reading encrypted objects needs it.
+        encrypt: Whether what this log writes is encrypted (needs ``keyring``).
     """
 
     def __init__(
@@ -130,6 +143,9 @@ class ThreadLog:
         store: ObjectStore,
         key: ThreadKey,
         compress: Callable[[bytes], bytes] | None = None,
+        keyring: Keyring | None = None,
+        *,
+        encrypt: bool = False,
     ) -> None:
         self.store = store
         self.key = key
@@ -137,6 +153,11 @@ class ThreadLog:
         self.label = str(key)
         self.layout = layout = ThreadLayout.of(key)
         self.prefix = layout.prefix
+        self.cipher = ThreadCipher(keyring, layout.prefix) if keyring else None
+        self.encrypt = encrypt and self.cipher is not None
+        self.seal_dir = f"{layout.prefix}/seals/"
+        self.signer: Signer | None = None
+        """Signs a seal at every checkpoint this log stores (set by its journal)."""
         self.log_dir = layout.log_dir
         self.checkpoint_dir = layout.checkpoint_dir
         self.blob_dir = layout.blob_dir
@@ -168,19 +189,78 @@ class ThreadLog:
         Raises:
             ObjectExistsError: The slot is taken; read it to decide what happened.
         """
+        if self.encrypt:
+            cipher = self._writing_cipher()
+            await cipher.writable()
+            key_id, encrypt = cipher.record_encrypter(version)
+            # Replaces encoded.data and encoded.hash with the stored form's: the
+            # writer chains the next record on what readers will hash.
+            codec.seal_record(encoded, version=version, key_id=key_id, encrypt=encrypt)
         await self.put_blobs(list(encoded.blobs.items()))
         await self.store.create(self.record_key(version), encoded.data)
+
+    def _writing_cipher(self) -> ThreadCipher:
+        assert self.cipher is not None  # noqa: S101 - encrypt implies a cipher
+        return self.cipher
+
+    async def keys(self) -> OwnerKeys | None:
+        """The thread owner's data keys as loaded (None: no keyring)."""
+        return None if self.cipher is None else await self.cipher.load()
+
+    def _no_keyring(self) -> KeyUnavailableError:
+        return KeyUnavailableError(
+            owner_of(self.prefix), "", "the journal was opened without encryption"
+        )
+
+    async def _reading_cipher(self) -> ThreadCipher:
+        if self.cipher is None:
+            raise self._no_keyring()
+        await self.cipher.load()
+        return self.cipher
+
+    async def parse(
+        self, data: bytes, version: int, *, strict: bool = True
+    ) -> codec.ParsedRecord:
+        """Check (and decrypt) one record's stored bytes.
+
+        An encrypted record is decrypted when the owner's keys can be had. Without
+        them, ``strict`` raises why (``ErasedError``, ``KeyUnavailableError``);
+        otherwise the record comes back ``sealed``, checked as stored.
+
+        Raises:
+            CorruptRecordError: It fails a check.
+            EncryptionError: ``strict``, and it cannot be decrypted.
+        """
+        if not codec.is_encrypted_record(data):
+            return codec.parse_record(data, label=self.label, version=version)
+        if self.cipher is None:
+            if strict:
+                raise self._no_keyring()
+            return codec.parse_record(data, label=self.label, version=version)
+        await self.cipher.load()
+        try:
+            return codec.parse_record(
+                data, label=self.label, version=version, opener=self.cipher.open_record
+            )
+        except EncryptionError:
+            if strict:
+                raise
+            return codec.parse_record(data, label=self.label, version=version)
 
     async def put_blobs(self, blobs: Sequence[tuple[str, bytes]]) -> None:
         """Create several content-addressed blobs in one batch (existing ones stay)."""
         if not blobs:
             return
         items = []
+        if self.encrypt:
+            await self._writing_cipher().writable()
         for digest, data in blobs:
             stored = data
             if self.compress is not None:
                 stored = self.compress(data)
                 await asyncio.sleep(0)  # ~0.1 ms a chunk: let commits in between
+            if self.encrypt:
+                stored = self._writing_cipher().seal(crypto.BLOB_MAGIC, digest, stored)
             items.append((self.blob_key(digest), stored))
         await self.store.create_many(items)
 
@@ -192,7 +272,22 @@ class ThreadLog:
             CorruptRecordError: It fails a check.
         """
         data, _ = await self.store.read(self.record_key(version))
-        return codec.parse_record(data, label=self.label, version=version)
+        return await self.parse(data, version)
+
+    async def check_blob(self, stored: bytes, digest: str) -> bytes | None:
+        """A blob's bytes (decrypted, decompressed) if they match ``digest``.
+
+        Raises:
+            ErasedError, KeyUnavailableError: It is encrypted and its key cannot be
+                had.
+        """
+        if crypto.is_container(stored, crypto.BLOB_MAGIC):
+            cipher = await self._reading_cipher()
+            try:
+                stored = cipher.open(crypto.BLOB_MAGIC, digest, stored)
+            except ValueError:
+                return None
+        return checked_blob(stored, digest)
 
     async def read_blobs(
         self, digests: Sequence[str], owners: dict[str, int] | None = None
@@ -215,7 +310,7 @@ class ThreadLog:
                 raise CorruptRecordError(
                     self.label, version, f"blob {digest} is missing"
                 )
-            blob = checked_blob(data, digest)
+            blob = await self.check_blob(data, digest)
             if blob is None:
                 raise CorruptRecordError(
                     self.label, version, f"blob {digest} does not match its hash"
@@ -400,7 +495,7 @@ class ThreadLog:
                     prev = None  # unknown: the next record's chain cannot be judged
                     continue
                 try:
-                    parsed = codec.parse_record(data, label=self.label, version=version)
+                    parsed = await self.parse(data, version, strict=strict)
                 except CorruptRecordError as exc:
                     if strict:
                         raise
@@ -434,10 +529,20 @@ class ThreadLog:
             ObjectNotFoundError: There is none.
         """
         data, _ = await self.store.read(self.checkpoint_key(version))
+        if crypto.is_container(data, crypto.CHECKPOINT_MAGIC):
+            cipher = await self._reading_cipher()
+            try:
+                data = cipher.open(crypto.CHECKPOINT_MAGIC, version_name(version), data)
+            except ValueError as exc:
+                raise ValueError(f"checkpoint {exc}") from None
         return data
 
     async def create_checkpoint(self, version: int, data: bytes) -> None:
         """Create the checkpoint at ``version`` unless one exists (it is derived)."""
+        if self.encrypt:
+            cipher = self._writing_cipher()
+            await cipher.writable()
+            data = cipher.seal(crypto.CHECKPOINT_MAGIC, version_name(version), data)
         with contextlib.suppress(ObjectExistsError):
             await self.store.create(self.checkpoint_key(version), data)
 
@@ -470,6 +575,23 @@ class ThreadLog:
         await self.store.replace(
             self.retention_key, msgspec.json.encode(marker), if_match=None
         )
+
+    # --- seals ------------------------------------------------------------------
+
+    def seal_key(self, version: int) -> str:
+        """The key of the seal at ``version``."""
+        return f"{self.seal_dir}{version_name(version)}.seal"
+
+    async def put_seal(self, version: int, data: bytes) -> None:
+        """Create the seal at ``version`` unless one exists."""
+        with contextlib.suppress(ObjectExistsError):
+            await self.store.create(self.seal_key(version), data)
+
+    async def read_seals(self) -> list[tuple[str, bytes]]:
+        """Every seal object: ``(key, bytes)``, oldest version first."""
+        keys = [k for k in await self.store.list(self.seal_dir) if k.endswith(".seal")]
+        raw = await self.store.read_many(keys)
+        return [(k, d) for k, d in zip(keys, raw, strict=True) if d is not None]
 
     async def erase(self) -> None:
         """Delete every object of the thread, its ``LEASE`` last.

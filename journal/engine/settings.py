@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from journal.checkpoint import CheckpointPolicy
+    from journal.keyring import Keyring
+    from journal.seals import Signer
     from journal.store import ObjectStore
 
 __all__ = ["JournalSettings"]
@@ -27,6 +29,9 @@ class JournalSettings:
         blob_threshold: Encoded events larger than this become blobs.
         clock: Wall clock in seconds (lease expiry, ``committed_at``).
         compress: Compresses what writers store, or None.
+        keyring: The data keys (encrypted objects are read through it), or None.
+        encrypt: Whether writers encrypt what they store.
+        signer: Signs a seal at every checkpoint, or None.
     """
 
     store: ObjectStore
@@ -34,6 +39,9 @@ class JournalSettings:
     blob_threshold: int
     clock: Callable[[], float]
     compress: Callable[[bytes], bytes] | None
+    keyring: Keyring | None = None
+    encrypt: bool = False
+    signer: Signer | None = None
 
     def log(self, key: ThreadKey) -> ThreadLog:
         """The :class:`ThreadLog` of ``key`` on this store.
@@ -43,4 +51,8 @@ class JournalSettings:
         """
         if not isinstance(key, ThreadKey):
             raise TypeError(f"expected a ThreadKey, not {type(key).__name__}")
-        return ThreadLog(self.store, key, self.compress)
+        log = ThreadLog(
+            self.store, key, self.compress, self.keyring, encrypt=self.encrypt
+        )
+        log.signer = self.signer
+        return log

@@ -24,16 +24,26 @@ from journal.checkpoint import ChunkEncoder
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expiry
-from journal.engine.log import ScanProblem, checked_blob
-from journal.errors import CorruptRecordError, ObjectNotFoundError, UnknownEventError
+from journal.engine.log import ScanProblem
+from journal.engine.sealing import check_seals
+from journal.errors import (
+    CorruptRecordError,
+    EncryptionError,
+    ErasedError,
+    ObjectNotFoundError,
+    UnknownEventError,
+)
 from journal.layout import version_of
 from projections.agent_state import AgentStateProjection, encode_state
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from journal.engine.log import ThreadLog
     from journal.keys import ThreadKey
+    from journal.seals import Seal
     from journal.store import Quarantined
     from projections.agent_state import AgentState
 
@@ -72,6 +82,13 @@ class VerifyReport:
         records: How many records were read.
         checkpoints: How many checkpoints were compared with a fresh replay.
         bytes: Total bytes of the records read.
+        encryption: ``"off"`` (no encrypted record), ``"on"`` (encrypted, and
+            decrypted: content checked), ``"erased"`` (the owner's data keys were
+            destroyed: structure checked, content gone) or ``"locked"`` (no usable
+            key: structure checked only).
+        sealed: The highest version a valid seal vouches for (0: none, or no
+            ``trust`` key given).
+        trusted: The id of the public key seals were checked with ("" if none).
     """
 
     key: ThreadKey
@@ -81,6 +98,9 @@ class VerifyReport:
     records: int = 0
     checkpoints: int = 0
     bytes: int = 0
+    encryption: str = "off"
+    sealed: int = 0
+    trusted: str = ""
 
     @property
     def ok(self) -> bool:
@@ -89,15 +109,29 @@ class VerifyReport:
 
 
 async def verify_thread(
-    log: ThreadLog, clock: Callable[[], float] = time.time
+    log: ThreadLog,
+    clock: Callable[[], float] = time.time,
+    *,
+    trust: Ed25519PublicKey | None = None,
+    anchor: Seal | None = None,
 ) -> VerifyReport:
     """Check a thread's integrity without writing anything.
 
     Args:
         log: The thread.
         clock: Wall clock (seconds), to judge the ``LEASE`` expiry by.
+        trust: A public key: the history must extend the last seal it signed (see
+            :mod:`journal.seals`).
+        anchor: A seal kept elsewhere that the history must extend too (needs
+            ``trust``).
     """
-    return await _Verifier(log, clock).run()
+    verifier = _Verifier(log, clock)
+    report = await verifier.run()
+    if trust is not None:
+        await verifier.check_trust(trust, anchor)
+    elif anchor is not None:
+        raise ValueError("an anchor seal is checked only with a trusted key")
+    return report
 
 
 class _Verifier:
@@ -117,6 +151,8 @@ class _Verifier:
         self.checked_chunks: set[str] = set()
         self.window = BatchWindow()
         self.checkpoint_list: list[int] = []
+        self.hashes: dict[int, bytes] = {}
+        self.first = 1
 
     def problem(self, version: int | None, message: str) -> None:
         self.report.problems.append(Finding(version, message))
@@ -133,6 +169,7 @@ class _Verifier:
         await self._check_leftovers()
         present = set(versions)
         start = await self._check_retention(versions)
+        self.first = start
         versions = [v for v in versions if v >= start]
         await self._check_records(versions, start)
         await self._check_quarantined()
@@ -140,6 +177,54 @@ class _Verifier:
         await self._check_hint()
         await self._check_lease()
         return self.report
+
+    async def check_trust(self, trust: Ed25519PublicKey, anchor: Seal | None) -> None:
+        """The history must extend the last valid seal (and ``anchor``)."""
+        found = await check_seals(
+            self.log, trust, self.hashes, self.report.head, self.first, anchor
+        )
+        for version, message in found.problems:
+            self.problem(version, message)
+        for version, message in found.warnings:
+            self.warning(version, message)
+        self.report.sealed = found.sealed
+        self.report.trusted = found.key
+
+    async def _sealed_record(self, parsed: codec.ParsedRecord) -> None:
+        """An encrypted record whose key cannot be had: its structure only."""
+        version = parsed.body.version
+        if self.report.encryption not in ("erased", "locked"):
+            keys = await self.log.keys()
+            erased = keys is not None and keys.status == "erased"
+            self.report.encryption = "erased" if erased else "locked"
+            if keys is not None and erased:
+                self.warning(
+                    None,
+                    str(ErasedError(keys.owner, keys.erased_at, self.log.label))
+                    + "; only the structure was checked",
+                )
+            else:
+                why = keys.error if keys is not None else None
+                reason = f": {why}" if why is not None else ""
+                provider = (
+                    self.log.cipher is not None
+                    and self.log.cipher.keyring.provider is not None
+                )
+                # With a key provider configured, an unusable key is a failure
+                # to check what was asked for; without one it is the expected
+                # structure-only check.
+                (self.problem if provider else self.warning)(
+                    None,
+                    f"content not checked, the records are encrypted{reason}",
+                )
+        self.replay_ok = False
+        if parsed.body.epoch < self.max_epoch:
+            self.problem(
+                version,
+                f"epoch {parsed.body.epoch} is lower than the earlier epoch "
+                f"{self.max_epoch} (protocol violation)",
+            )
+        self.max_epoch = max(self.max_epoch, parsed.body.epoch)
 
     async def _check_leftovers(self) -> None:
         for leftover in await self.log.leftovers():
@@ -197,9 +282,7 @@ class _Verifier:
         """The message about a quarantined record, and whether the log holds it."""
         assert kept.data is not None  # noqa: S101 - checked by the caller
         try:
-            parsed = codec.parse_record(
-                kept.data, label=self.log.label, version=version
-            )
+            parsed = await self.log.parse(kept.data, version, strict=False)
         except CorruptRecordError as exc:
             return f"{message}; the data is no valid record: {exc}", False
         body = parsed.body
@@ -256,6 +339,8 @@ class _Verifier:
         try:
             self.state, self.retained_from = await read_checkpoint(self.log, start)
             self.window = BatchWindow.unpack(start, self.retained_from.batches)
+        except EncryptionError:
+            self.replay_ok = False  # reported with the first sealed record
         except (
             ValueError,
             CorruptRecordError,
@@ -297,11 +382,17 @@ class _Verifier:
         version = parsed.body.version
         self.report.records += 1
         self.report.bytes += parsed.size
+        self.hashes[version] = parsed.hash
+        if parsed.sealed:
+            await self._sealed_record(parsed)
+            return
+        if parsed.encrypted and self.report.encryption == "off":
+            self.report.encryption = "on"
         if version > self.window.head:  # not the retained checkpoint's own record
             self._extend_window(parsed)
         try:
             record = await self.log.materialize_one(parsed)
-        except CorruptRecordError as exc:
+        except (CorruptRecordError, EncryptionError) as exc:
             self.problem(version, str(exc))
             self.replay_ok = False
             return
@@ -371,7 +462,7 @@ class _Verifier:
         self.report.checkpoints += 1
         try:
             body = codec.decode_checkpoint(await self.log.read_checkpoint(version))
-        except (ValueError, ObjectNotFoundError) as exc:
+        except (ValueError, ObjectNotFoundError, EncryptionError) as exc:
             self.problem(version, f"checkpoint is unreadable: {exc}")
             return
         if body.version != version:
@@ -401,7 +492,13 @@ class _Verifier:
         for digest, blob in zip(unchecked, raw, strict=True):
             if blob is None:
                 self.problem(version, f"checkpoint chunk {digest} is missing")
-            elif checked_blob(blob, digest) is None:
+                continue
+            try:
+                intact = await self.log.check_blob(blob, digest) is not None
+            except EncryptionError as exc:
+                self.problem(version, f"checkpoint chunk {digest}: {exc}")
+                continue
+            if not intact:
                 self.problem(version, f"checkpoint chunk {digest} is corrupt")
             else:
                 self.checked_chunks.add(digest)

@@ -15,9 +15,11 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING
 
+from journal.errors import KeyUnavailableError
 from journal.policy import ConflictPolicy
 from stores.state import adapter
 from stores.state.adapter import with_version
+from stores.state.encryption import SlotCipher, is_sealed, slot_owner
 from stores.state.protocol import AgentStateStore
 from stores.state.slots import (
     SlotKey,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
+    from journal.crypto import Encryption
     from projections.agent_state import AgentState
     from stores.state.slots import SlotBytes, StateEncoder
 
@@ -54,7 +57,37 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
     ``_list_sessions`` with already-validated :class:`SlotKey` values, and may
     override :meth:`aclose`. They never see an ``AgentState``. The store is also an
     async context manager that closes itself.
+
+    :meth:`use_encryption` makes it encrypt every state it saves (see
+    :mod:`stores.state.encryption`).
     """
+
+    cipher: SlotCipher | None = None
+
+    def use_encryption(self, encryption: Encryption) -> Self:
+        """Encrypt what this store saves from now on (plain slots still load).
+
+        Returns:
+            The store itself.
+
+        Raises:
+            ValueError: ``encryption`` has no keyring store.
+        """
+        self.cipher = SlotCipher(encryption)
+        return self
+
+    async def shred(self, user_id: str | None, session_id: str | None = None) -> bool:
+        """Destroy the data keys of a user, or of one anonymous session.
+
+        Their slots (and every copy of them) then load as ``ErasedError``; delete
+        them with :meth:`delete` as a second step.
+
+        Raises:
+            ValueError: The store is not encrypted.
+        """
+        if self.cipher is None:
+            raise ValueError("shred needs a store with use_encryption(...)")
+        return await self.cipher.shred(user_id, session_id)
 
     async def save(
         self,
@@ -67,7 +100,22 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
     ) -> int:
         slot = SlotKey.of(user_id, session_id, entry)
         encode = adapter.state_encoder(adapter.check_state(state))
+        if self.cipher is not None:
+            encode = await self._encrypting(slot, encode, self.cipher)
         return await self._write(slot, encode, check_expected_version(expected_version))
+
+    @staticmethod
+    async def _encrypting(
+        slot: SlotKey, encode: StateEncoder, cipher: SlotCipher
+    ) -> StateEncoder:
+        # Backends call the encoder synchronously (inside locks, once the version
+        # is known): the data key is fetched first, the encryption itself is sync.
+        seal = await cipher.sealer(slot)
+
+        def encrypted(version: int) -> bytes:
+            return seal(encode(version))
+
+        return encrypted
 
     async def load(
         self, user_id: str | None, session_id: str, entry: str
@@ -76,8 +124,15 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
         found = await self._read(slot)
         if found is None:
             return None
+        data = found.data
+        if self.cipher is not None:
+            data = await self.cipher.open(slot, data)
+        elif is_sealed(data):
+            raise KeyUnavailableError(
+                slot_owner(slot), "", f"{slot.label} is encrypted; use_encryption(...)"
+            )
         state = adapter.decode_state(
-            found.data, found.version, label=slot.label, origin=found.origin
+            data, found.version, label=slot.label, origin=found.origin
         )
         return state, found.version
 

@@ -18,6 +18,8 @@ flushed at once, so the parent can tell what was acknowledged before it killed u
   parent kills us.
 * ``fault POINT LAYOUT``: append 3 records, then stop (sleep) at a fault point
   inside the next write, after printing ``PAUSED POINT``; the parent kills us there.
+
+With ``AJ_CHILD_KEK`` set, every mode runs on an encrypted journal.
   LAYOUT is ``files`` (records published file by file: the ``record-*-link`` and
   ``record-after-unlink`` points) or ``segments`` (records appended to segment
   files: the ``record-mid-write`` and ``record-*-fdatasync`` points).
@@ -31,10 +33,12 @@ import os
 import sys
 import time
 
-from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
+from journal import EnvKey, FencedError, Journal, MessageAppended, Msg, ThreadKey
 from tests.stores._segment_child import torn_cut
 
 FENCED_EXIT = 3
+KEK_ENV = "AJ_CHILD_KEK"
+"""When set (base64 of 32 bytes), the child opens the journal encrypted with it."""
 
 _armed = False
 _point = ""
@@ -196,6 +200,9 @@ async def main(argv: list[str]) -> int:
     options = {"segments": args[1] == "segments"} if mode == "fault" else {}
     if mode == "crash" and len(args) > 2:
         options = {"segments": args[2] != "files"}
+    if os.environ.get(KEK_ENV):
+        # The parent's encrypted runs: the same key-encryption key in every process.
+        options["encryption"] = EnvKey(KEK_ENV, previous="")
     j = Journal.open(root, checkpoint_every=checkpoint_every, **options)
     if mode == "append":
         await append(j, key, int(args[0]))

@@ -23,12 +23,14 @@ power:
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import sys
 from typing import Any
 
 from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
+from journal.crypto import StaticKeys
 from projections import AgentState
 from stores import JsonFileAgentStateStore
 
@@ -53,10 +55,12 @@ def is_big(index: int, blob_every: int) -> bool:
 
 async def journal_writer(cfg: dict[str, Any]) -> None:
     key = ThreadKey(**cfg["key"])
+    kek = cfg.get("kek")
     j = Journal.open(
         str(cfg["root"]),
         segments=bool(cfg["segments"]),
         checkpoint_every=int(cfg["checkpoint_every"]),
+        encryption=StaticKeys([base64.b64decode(kek)]) if kek else None,
     )
     w = await j.acquire(
         key,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 TOTAL_CUTS = int(os.environ.get("AJ_POWERLOSS_CUTS", "200"))
 # Every random delay derives from this seed and the scenario's name.
 SEED = os.environ.get("AJ_POWERLOSS_SEED", "20261201")
-SCENARIOS = 11  # how many scenarios share TOTAL_CUTS (10 journal, 1 state store)
+SCENARIOS = 13  # how many scenarios share TOTAL_CUTS (12 journal, 1 state store)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ epoch, appends, and leaves verify clean.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import random
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from journal import Journal, LeaseAcquired, MessageAppended, Msg, ThreadKey
+from journal.crypto import StaticKeys
 from tests.powerloss._harness import MAX_DELAY, rounds
 from tests.powerloss._writer import is_big, text_of
 from tests.powerloss.conftest import SEED
@@ -70,6 +72,8 @@ class Scenario:
     # Each round's writer is a new holder waiting for the dead one's lease to
     # expire (else every writer is the same holder, which takes over at once).
     takeover: bool = False
+    # Every record, checkpoint and chunk encrypted (one key per scenario).
+    encrypted: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -93,6 +97,13 @@ def _scenarios() -> list[Scenario]:
             ),
             Scenario(
                 f"{layout}-retention", segments, checkpoint_every=3, retain_every=4
+            ),
+            Scenario(
+                f"{layout}-encrypted",
+                segments,
+                checkpoint_every=3,
+                blob_every=3,
+                encrypted=True,
             ),
         ]
     return out
@@ -161,7 +172,12 @@ async def _check_round(
 ) -> None:
     s = ledger.scenario
     where = f"{s.name} round {round_} (seed {SEED})"
-    j = Journal.open(root, segments=s.segments, checkpoint_every=s.checkpoint_every)
+    j = Journal.open(
+        root,
+        segments=s.segments,
+        checkpoint_every=s.checkpoint_every,
+        encryption=_provider(s),
+    )
     try:
         key = ledger.key
         first = _retained_from(root, key)
@@ -271,7 +287,22 @@ def _config(scenario: Scenario, root: Path, round_: int) -> dict[str, Any]:
         "round": round_,
         "blob_every": scenario.blob_every,
         "retain_every": scenario.retain_every,
+        "kek": _KEKS[scenario.name] if scenario.encrypted else None,
     }
+
+
+# One key-encryption key per encrypted scenario, shared with its writer children.
+_KEKS = {
+    s.name: base64.b64encode(random.Random(s.name).randbytes(32)).decode()  # noqa: S311
+    for s in _scenarios()
+    if s.encrypted
+}
+
+
+def _provider(scenario: Scenario) -> StaticKeys | None:
+    if not scenario.encrypted:
+        return None
+    return StaticKeys([base64.b64decode(_KEKS[scenario.name])])
 
 
 @pytest.mark.parametrize("scenario", _scenarios(), ids=str)

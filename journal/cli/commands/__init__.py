@@ -23,6 +23,7 @@ from journal.cli.commands.reconcile import check_verdicts, reconcile_thread
 from journal.cli.commands.recover import recover_thread
 from journal.cli.commands.root import check_root, probe_root
 from journal.cli.commands.runs import run_views, show_history, show_runs
+from journal.cli.commands.seal import show_seal
 from journal.cli.commands.state import show_state
 from journal.cli.commands.threads import (
     existing_head,
@@ -58,6 +59,7 @@ __all__ = [
     "show_history",
     "show_log",
     "show_runs",
+    "show_seal",
     "show_state",
     "state_changes",
     "summarize_thread",

@@ -150,6 +150,8 @@ class JournalFactory:
         self.options = dict(options)
         # A journal option among the storage options: every journal opened uses it.
         self.compression: str | None = self.options.pop("compression", None)
+        self.encryption: Any = self.options.pop("encryption", None)
+        self.signing_key: Any = self.options.pop("signing_key", None)
         self._opened: list[Journal] = []
 
     def __call__(
@@ -177,6 +179,8 @@ class JournalFactory:
             blob_threshold=blob_threshold,
             clock=clock or time.time,
             compression=self.compression,
+            encryption=self.encryption,
+            signing_key=self.signing_key,
         )
         self._opened.append(journal)
         return journal
@@ -270,7 +274,8 @@ class JournalFixtures:
     def storage_options(self) -> dict[str, Any]:
         """Options passed to ``Journal.open`` with the URL (none by default).
 
-        ``compression`` among them is passed to every ``Journal`` opened.
+        ``compression``, ``encryption`` and ``signing_key`` among them are passed
+        to every ``Journal`` opened.
         """
         return {}
 

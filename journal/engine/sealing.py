@@ -1,0 +1,148 @@
+"""Writing a thread's seals, and judging its history against them.
+
+See :mod:`journal.seals` for what a seal is. :func:`write_seal` stores one (at every
+checkpoint of a journal opened with a signing key, and on demand);
+:func:`check_seals` is the part of ``verify`` that a trusted public key turns on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from journal.seals import decode_seal, encode_seal, public_key_id, seal_check
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from journal.engine.log import ThreadLog
+    from journal.seals import Seal, Signer
+
+__all__ = ["SealFindings", "check_seals", "latest_seal", "write_seal"]
+
+
+async def write_seal(
+    log: ThreadLog,
+    signer: Signer,
+    version: int,
+    head: bytes,
+    clock: Callable[[], float],
+) -> Seal:
+    """Sign and store the seal of ``log`` at ``version`` (record hash ``head``)."""
+    seal = signer.sign(log.prefix, version, head, clock())
+    await log.put_seal(version, encode_seal(seal))
+    return seal
+
+
+async def latest_seal(
+    log: ThreadLog, trusted: Ed25519PublicKey | None = None
+) -> Seal | None:
+    """The seal of the highest version (valid for ``trusted``, when given)."""
+    best: Seal | None = None
+    for _, data in await log.read_seals():
+        try:
+            seal = decode_seal(data)
+        except ValueError:
+            continue
+        if trusted is not None and seal_check(seal, trusted, log.prefix) is not None:
+            continue
+        if best is None or seal.version >= best.version:
+            best = seal
+    return best
+
+
+@dataclass(slots=True)
+class SealFindings:
+    """What :func:`check_seals` found.
+
+    Attributes:
+        problems: ``(version, message)`` of each failure.
+        warnings: ``(version, message)`` of harmless findings.
+        sealed: The highest version a valid seal (or the anchor) vouches for.
+        key: The trusted key's id.
+    """
+
+    problems: list[tuple[int | None, str]]
+    warnings: list[tuple[int | None, str]]
+    sealed: int = 0
+    key: str = ""
+
+
+async def check_seals(
+    log: ThreadLog,
+    trusted: Ed25519PublicKey,
+    hashes: Mapping[int, bytes],
+    head: int,
+    first: int,
+    anchor: Seal | None = None,
+) -> SealFindings:
+    """Judge a thread's history against its seals and an optional anchor.
+
+    Args:
+        log: The thread.
+        trusted: The public key seals must be signed with.
+        hashes: The hash of every record that verify read intact, by version.
+        head: The highest contiguous version verify read.
+        first: The lowest version kept (retention removed those below).
+        anchor: A seal kept elsewhere (``agent-journal seal``), which the history
+            must extend.
+
+    Every seal stored must be valid and agree with the log: a forged or replayed one
+    is a problem, since a rewrite can only ever add such. A thread with no valid seal
+    (and no anchor) is a problem too: deleting the seals is part of a rewrite.
+    """
+    found = SealFindings([], [], key=public_key_id(trusted))
+    candidates: list[tuple[str, Seal]] = []
+    for name, data in await log.read_seals():
+        try:
+            candidates.append((name, decode_seal(data)))
+        except ValueError as exc:
+            found.problems.append((None, f"seal {name} is unreadable: {exc}"))
+    if anchor is not None:
+        candidates.append(("the anchor given", anchor))
+    for name, seal in candidates:
+        why = seal_check(seal, trusted, log.prefix)
+        if why is not None:
+            found.problems.append((seal.version, f"seal {name} is not valid: {why}"))
+            continue
+        if seal.version < first:
+            found.warnings.append(
+                (seal.version, f"seal {name} covers a version retention removed")
+            )
+            found.sealed = max(found.sealed, seal.version)
+            continue
+        actual = hashes.get(seal.version)
+        if seal.version > head or actual is None:
+            found.problems.append(
+                (
+                    seal.version,
+                    f"seal {name} vouches for version {seal.version}, which the log "
+                    "no longer holds intact (truncated or damaged history)",
+                )
+            )
+            continue
+        if actual.hex() != seal.hash:
+            found.problems.append(
+                (
+                    seal.version,
+                    f"the log's version {seal.version} is not the record seal {name} "
+                    "signed: the history was rewritten",
+                )
+            )
+            continue
+        found.sealed = max(found.sealed, seal.version)
+    if not found.sealed and not found.problems:
+        found.problems.append(
+            (None, f"no seal signed by {found.key}: the history cannot be vouched for")
+        )
+    elif found.sealed and found.sealed < head:
+        found.warnings.append(
+            (
+                found.sealed + 1,
+                f"{head - found.sealed} record(s) after the last seal (version "
+                f"{found.sealed}) are not sealed yet",
+            )
+        )
+    return found

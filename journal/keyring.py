@@ -1,0 +1,469 @@
+"""The data keys of an encrypted journal: where they live, and how they die.
+
+Every *owner* has its own data keys (DEKs): a named user of an agent
+(``<ns>/<agent>/<user>``), or one session of the anonymous user
+(``<ns>/<agent>/~/<session>``), in the encoded segments of the thread prefix. Its key
+object, ``@keyring/threads/<owner>.key`` on the keyring store (the journal's own by
+default), is JSON holding the DEKs wrapped by the provider's key-encryption key
+(KEK), never in the clear::
+
+    {"format": 1, "owner": "...", "keys": [{"id", "kek", "wrapped", "created_at"}],
+     "erased": ["<dek id>", ...], "erased_at": 0.0}
+
+:meth:`Keyring.shred` moves every DEK id to ``erased`` and drops its wrapped bytes:
+whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
+readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
+the DEKs with the provider's current KEK; no record is rewritten.
+
+:class:`ThreadCipher` is one thread's view: it loads the owner's keys once (reads are
+synchronous after that, so the codec stays pure) and binds every ciphertext to its
+place: the thread prefix, the object's kind and its version or digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import crypto
+from journal.errors import (
+    EncryptionError,
+    ErasedError,
+    KeyUnavailableError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+)
+from journal.keys import ANONYMOUS_SEGMENT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from journal.crypto import KeyProvider
+    from journal.store import ObjectStore
+
+__all__ = [
+    "KEYRING_DIR",
+    "SLOT_KEYRING_DIR",
+    "KeyObject",
+    "Keyring",
+    "OwnerKeys",
+    "ThreadCipher",
+    "owner_of",
+]
+
+KEYRING_DIR = "@keyring/threads/"
+"""Where key objects live on the keyring store (no encoded id holds an ``@``)."""
+SLOT_KEYRING_DIR = "@keyring/slots/"
+"""Where the snapshot-mode stores' key objects live on their keyring store."""
+_SUFFIX = ".key"
+_UPDATE_ATTEMPTS = 16
+
+
+def owner_of(prefix: str) -> str:
+    """The owner of a thread's data keys, from its prefix's encoded segments."""
+    parts = prefix.split("/")
+    if len(parts) >= 4 and parts[2] == ANONYMOUS_SEGMENT:
+        return "/".join(parts[:4])
+    return "/".join(parts[:3])
+
+
+class WrappedKey(msgspec.Struct, frozen=True):
+    """One data key as stored: wrapped by the KEK ``kek``."""
+
+    id: str
+    kek: str
+    wrapped: str
+    created_at: float
+
+
+class KeyObject(msgspec.Struct, frozen=True):
+    """An owner's key object (JSON)."""
+
+    format: int
+    owner: str
+    keys: list[WrappedKey] = []
+    erased: list[str] = []
+    erased_at: float = 0.0
+
+
+_decoder = msgspec.json.Decoder(KeyObject)
+
+
+@dataclass(slots=True)
+class OwnerKeys:
+    """An owner's keys as loaded: usable DEKs, erased ids, or why none are usable.
+
+    Attributes:
+        owner: The owner.
+        keys: Unwrapped DEKs by id.
+        erased: Ids of destroyed DEKs.
+        erased_at: When the last erasure happened (0.0: never).
+        error: Why the keys cannot be used (no provider, wrong KEK, no key object).
+        current: The id of the DEK new data is encrypted with ("" when none).
+    """
+
+    owner: str
+    keys: dict[str, bytes] = field(default_factory=dict)
+    erased: frozenset[str] = frozenset()
+    erased_at: float = 0.0
+    error: EncryptionError | None = None
+    current: str = ""
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, ``"erased"`` (every key destroyed), or ``"unavailable"``."""
+        if self.error is not None:
+            return "unavailable"
+        if self.erased and not self.keys:
+            return "erased"
+        return "ok"
+
+    def key(self, key_id: str, what: str = "") -> bytes:
+        """The DEK ``key_id``.
+
+        Raises:
+            ErasedError: It was destroyed.
+            KeyUnavailableError: It cannot be had.
+        """
+        found = self.keys.get(key_id)
+        if found is not None:
+            return found
+        if key_id in self.erased:
+            raise ErasedError(self.owner, self.erased_at, what)
+        if isinstance(self.error, KeyUnavailableError) and not self.error.key_id:
+            # Name the data key the object asks for, when nothing else named one.
+            raise KeyUnavailableError(self.owner, key_id, self.error.detail)
+        if self.error is not None:
+            raise self.error
+        raise KeyUnavailableError(
+            self.owner, key_id, "the owner's key object does not hold this data key"
+        )
+
+
+class Keyring:
+    """The key objects of one journal, with the unwrapped DEKs cached.
+
+    Args:
+        store: The keyring store.
+        provider: The KEK provider; None reads key objects only for their status
+            (erased or not): nothing can be decrypted.
+        clock: Wall clock (seconds).
+        directory: Where its key objects live on ``store`` (threads by default;
+            the snapshot-mode stores keep theirs in :data:`SLOT_KEYRING_DIR`).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        provider: KeyProvider | None,
+        clock: Callable[[], float] = time.time,
+        directory: str = KEYRING_DIR,
+    ) -> None:
+        self.store = store
+        self.provider = provider
+        self.clock = clock
+        self.directory = directory
+        self._cache: dict[str, OwnerKeys] = {}
+
+    def object_key(self, owner: str) -> str:
+        """The keyring store key of ``owner``'s key object."""
+        return f"{self.directory}{owner}{_SUFFIX}"
+
+    async def _read(self, owner: str) -> tuple[KeyObject, str] | None:
+        try:
+            data, etag = await self.store.read(self.object_key(owner))
+        except ObjectNotFoundError:
+            return None
+        try:
+            return _decoder.decode(data), etag
+        except msgspec.DecodeError as exc:
+            raise KeyUnavailableError(
+                owner, "", f"its key object does not decode: {exc}"
+            ) from None
+
+    async def load(self, owner: str) -> OwnerKeys:
+        """The owner's keys; cached once they are usable or erased."""
+        cached = self._cache.get(owner)
+        if cached is not None:
+            return cached
+        found = await self._read(owner)
+        if found is None:
+            return OwnerKeys(
+                owner,
+                error=KeyUnavailableError(owner, "", "it has no key object"),
+            )
+        keys = await self._unwrap(found[0])
+        if keys.error is None:
+            self._cache[owner] = keys
+        return keys
+
+    async def _unwrap(self, obj: KeyObject) -> OwnerKeys:
+        out = OwnerKeys(
+            obj.owner, erased=frozenset(obj.erased), erased_at=obj.erased_at
+        )
+        if not obj.keys:
+            return out
+        if self.provider is None:
+            out.error = KeyUnavailableError(
+                obj.owner,
+                obj.keys[-1].id,
+                "the journal was opened without encryption (no key provider)",
+            )
+            return out
+        context = obj.owner.encode()
+        for wrapped in obj.keys:
+            try:
+                raw = base64.b64decode(wrapped.wrapped, validate=True)
+                out.keys[wrapped.id] = await self.provider.unwrap(
+                    wrapped.kek, raw, context
+                )
+            except LookupError:
+                out.error = KeyUnavailableError(
+                    obj.owner,
+                    wrapped.kek,
+                    f"the key provider does not hold this key-encryption key "
+                    f"(data key {wrapped.id})",
+                )
+            except (ValueError, binascii.Error):
+                out.error = KeyUnavailableError(
+                    obj.owner,
+                    wrapped.kek,
+                    f"data key {wrapped.id} does not unwrap with this key-encryption "
+                    "key (a wrong key, or an altered key object)",
+                )
+            if out.error is not None:
+                out.keys.clear()
+                return out
+        out.current = obj.keys[-1].id
+        return out
+
+    async def current(self, owner: str) -> tuple[str, bytes]:
+        """The DEK new data of ``owner`` is encrypted with; created when it has none.
+
+        An erased owner gets a new DEK: what it writes from now on is readable, what
+        was erased stays erased.
+
+        Raises:
+            KeyUnavailableError: No provider, or the existing keys do not unwrap.
+        """
+        if self.provider is None:
+            raise KeyUnavailableError(owner, "", "no key provider to encrypt with")
+        cached = self._cache.get(owner)
+        if cached is not None and cached.current:
+            return cached.current, cached.keys[cached.current]
+        for _ in range(_UPDATE_ATTEMPTS):
+            found = await self._read(owner)
+            if found is not None and found[0].keys:
+                self._cache.pop(owner, None)
+                loaded = await self.load(owner)
+                if loaded.error is not None:
+                    raise loaded.error
+                return loaded.current, loaded.keys[loaded.current]
+            dek = crypto.generate_key()
+            ident = "d-" + crypto.generate_key()[:8].hex()
+            kek, wrapped = await self.provider.wrap(dek, owner.encode())
+            entry = WrappedKey(
+                ident, kek, base64.b64encode(wrapped).decode(), self.clock()
+            )
+            try:
+                if found is None:
+                    obj = KeyObject(1, owner, [entry])
+                    await self.store.create(
+                        self.object_key(owner), msgspec.json.encode(obj)
+                    )
+                else:
+                    obj = msgspec.structs.replace(found[0], keys=[entry])
+                    await self.store.replace(
+                        self.object_key(owner),
+                        msgspec.json.encode(obj),
+                        if_match=found[1],
+                    )
+            except (ObjectExistsError, PreconditionFailedError, ObjectNotFoundError):
+                continue  # another writer made one first: use theirs
+            self._cache[owner] = OwnerKeys(
+                owner,
+                {ident: dek},
+                frozenset(obj.erased),
+                obj.erased_at,
+                current=ident,
+            )
+            return ident, dek
+        raise KeyUnavailableError(owner, "", "its key object kept changing")
+
+    async def shred(self, owner: str) -> bool:
+        """Destroy every DEK of ``owner`` (crypto-shredding); True if it had any.
+
+        The key object stays, holding the destroyed ids, so that readers of any
+        copy of the data report it erased.
+        """
+        for _ in range(_UPDATE_ATTEMPTS):
+            self._cache.pop(owner, None)
+            found = await self._read(owner)
+            if found is None or not found[0].keys:
+                return False
+            obj, etag = found
+            erased = KeyObject(
+                obj.format,
+                obj.owner,
+                [],
+                [*obj.erased, *(k.id for k in obj.keys)],
+                self.clock(),
+            )
+            try:
+                await self.store.replace(
+                    self.object_key(owner), msgspec.json.encode(erased), if_match=etag
+                )
+            except (PreconditionFailedError, ObjectNotFoundError):
+                continue
+            self._cache.pop(owner, None)
+            crypto.forget_keys()
+            return True
+        raise KeyUnavailableError(owner, "", "its key object kept changing")
+
+    async def owners(self) -> list[str]:
+        """Every owner with a key object."""
+        base = self.directory
+        keys = await self.store.list(base)
+        return [
+            k[len(base) : -len(_SUFFIX)]
+            for k in keys
+            if k.startswith(base) and k.endswith(_SUFFIX)
+        ]
+
+    async def rotate(self) -> int:
+        """Rewrap every DEK not wrapped by the provider's current KEK.
+
+        Returns:
+            How many key objects were rewritten.
+
+        Raises:
+            KeyUnavailableError: A DEK does not unwrap (its owner and KEK named).
+        """
+        if self.provider is None:
+            raise KeyUnavailableError("the keyring", "", "no key provider")
+        provider = self.provider
+        rewritten = 0
+        for owner in await self.owners():
+            for _ in range(_UPDATE_ATTEMPTS):
+                found = await self._read(owner)
+                if found is None:
+                    break
+                obj, etag = found
+                if all(k.kek == provider.key_id for k in obj.keys):
+                    break
+                keys = await self._unwrap(obj)
+                if keys.error is not None:
+                    raise keys.error
+                entries = []
+                for old in obj.keys:
+                    kek, wrapped = await provider.wrap(
+                        keys.keys[old.id], owner.encode()
+                    )
+                    entries.append(
+                        WrappedKey(
+                            old.id,
+                            kek,
+                            base64.b64encode(wrapped).decode(),
+                            old.created_at,
+                        )
+                    )
+                try:
+                    await self.store.replace(
+                        self.object_key(owner),
+                        msgspec.json.encode(msgspec.structs.replace(obj, keys=entries)),
+                        if_match=etag,
+                    )
+                except (PreconditionFailedError, ObjectNotFoundError):
+                    continue
+                rewritten += 1
+                break
+        return rewritten
+
+
+def _aad(kind: bytes, prefix: str, name: str) -> bytes:
+    return b"\0".join((b"agent-journal/1", kind, prefix.encode(), name.encode()))
+
+
+class ThreadCipher:
+    """One thread's encryption: its owner's keys, bound to the thread's objects.
+
+    Call :meth:`load` (reading) or :meth:`writable` (writing) before the
+    synchronous methods.
+
+    Args:
+        keyring: The journal's keyring.
+        prefix: The thread prefix.
+    """
+
+    def __init__(self, keyring: Keyring, prefix: str) -> None:
+        self.keyring = keyring
+        self.prefix = prefix
+        self.owner = owner_of(prefix)
+        self.keys: OwnerKeys | None = None
+        self._current: tuple[str, bytes] | None = None
+
+    async def load(self) -> OwnerKeys:
+        """Load the owner's keys, once: a thread's log lives for one operation.
+
+        A failure is kept too, so that reading a thousand records whose key is
+        unavailable reads the key object once (:meth:`writable` loads afresh).
+        """
+        if self.keys is None:
+            self.keys = await self.keyring.load(self.owner)
+        return self.keys
+
+    async def writable(self) -> None:
+        """Make sure there is a DEK to encrypt with (creating the owner's first)."""
+        if self._current is None:
+            self._current = await self.keyring.current(self.owner)
+            self.keys = await self.keyring.load(self.owner)
+
+    def _key(self, key_id: str, what: str) -> bytes:
+        if self.keys is None:
+            raise KeyUnavailableError(self.owner, key_id, "keys were not loaded")
+        return self.keys.key(key_id, what)
+
+    def record_encrypter(self, version: int) -> tuple[str, Callable[[bytes], bytes]]:
+        """The DEK id and the encrypt function of the record at ``version``."""
+        assert self._current is not None  # noqa: S101 - writable() came first
+        ident, key = self._current
+        aad = _aad(b"record", self.prefix, str(version))
+        return ident, lambda plain: crypto.aead_seal(key, plain, aad)
+
+    def open_record(self, version: int, key_id: str, ciphertext: bytes) -> bytes:
+        """Decrypt the record at ``version`` (a ``codec.parse_record`` opener).
+
+        Raises:
+            ErasedError: Its DEK was destroyed.
+            KeyUnavailableError: Its DEK cannot be had.
+            ValueError: It does not decrypt (altered or moved).
+        """
+        key = self._key(key_id, f"version {version} of {self.prefix}")
+        return crypto.aead_open(
+            key, ciphertext, _aad(b"record", self.prefix, str(version))
+        )
+
+    def seal(self, magic: bytes, name: str, plaintext: bytes) -> bytes:
+        """Encrypt an object (blob, checkpoint) stored under ``name``."""
+        assert self._current is not None  # noqa: S101 - writable() came first
+        ident, key = self._current
+        return crypto.seal_container(
+            magic, ident, key, plaintext, _aad(magic, self.prefix, name)
+        )
+
+    def open(self, magic: bytes, name: str, data: bytes) -> bytes:
+        """Decrypt an object stored under ``name``.
+
+        Raises:
+            ErasedError: Its DEK was destroyed.
+            KeyUnavailableError: Its DEK cannot be had.
+            ValueError: It is truncated or does not decrypt.
+        """
+        key = self._key(crypto.container_key_id(data), f"{name} of {self.prefix}")
+        return crypto.open_container(data, key, _aad(magic, self.prefix, name))

@@ -1,0 +1,151 @@
+"""Encryption of snapshot-mode state slots (``store.use_encryption(...)``).
+
+Each slot's bytes become the JSON ``{"encrypted": "AJES1", "data": "<base64>"}``,
+where ``data`` is an AES-256-GCM container (:mod:`journal.crypto`) under the data key
+of the slot's owner: the named user, or the anonymous user's session, as in journal
+mode. The associated data is the slot's address (user, session, entry), so a
+ciphertext copied to another slot does not decrypt. It is JSON so that every backend
+(JSON files, Redis, SQL text columns) stores it as it stores a plain state. The key
+objects live on the keyring store of the :class:`~journal.crypto.Encryption` given,
+under ``@keyring/slots/``; :meth:`SlotCipher.shred` destroys an owner's keys.
+
+The slot's version is not in the associated data: some backends stamp the version
+only inside one server-side step, after the bytes were made. An older ciphertext of
+the same slot written back by someone with storage access therefore decrypts: the
+slot stores have no history to detect that with (journal mode has the seals).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from journal import crypto
+from journal.errors import CorruptRecordError
+from journal.keyring import SLOT_KEYRING_DIR, Keyring
+from journal.keys import ANONYMOUS_SEGMENT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from journal.crypto import Encryption
+    from stores.state.slots import SlotKey
+
+__all__ = ["SlotCipher", "is_sealed", "slot_owner"]
+
+_TAG = "AJES1"
+
+
+class _Sealed(msgspec.Struct):
+    encrypted: str
+    data: str
+
+
+_sealed_decoder = msgspec.json.Decoder(_Sealed)
+
+
+_SEALED = re.compile(rb'\A\s*\{\s*"encrypted"\s*:')
+
+
+def is_sealed(stored: bytes) -> bool:
+    """Whether a slot's stored bytes are an encrypted state (backends re-indent)."""
+    return _SEALED.match(stored) is not None
+
+
+def slot_owner(slot: SlotKey) -> str:
+    """Whose data key encrypts ``slot``: its user, or its anonymous session."""
+    if slot.user == ANONYMOUS_SEGMENT:
+        return f"{ANONYMOUS_SEGMENT}/{slot.session}"
+    return slot.user
+
+
+def _aad(slot: SlotKey) -> bytes:
+    return b"\0".join(
+        (
+            b"agent-journal/1",
+            b"slot",
+            *(s.encode() for s in (slot.user, slot.session, slot.name)),
+        )
+    )
+
+
+class SlotCipher:
+    """Encrypts and decrypts the slots of one snapshot-mode store.
+
+    Args:
+        encryption: The provider and the keyring store (required here: a state
+            store has no object store of its own to keep key objects in).
+
+    Raises:
+        ValueError: ``encryption.keyring`` is None.
+    """
+
+    def __init__(self, encryption: Encryption) -> None:
+        if encryption.keyring is None:
+            raise ValueError(
+                "encrypting a state store needs Encryption(provider, keyring=<an "
+                "object store>) to keep its data keys in"
+            )
+        crypto.require_crypto()
+        self.keyring = Keyring(
+            encryption.keyring, encryption.provider, directory=SLOT_KEYRING_DIR
+        )
+
+    async def sealer(self, slot: SlotKey) -> Callable[[bytes], bytes]:
+        """A function giving the stored form of the slot's state JSON (sync)."""
+        key_id, key = await self.keyring.current(slot_owner(slot))
+        aad = _aad(slot)
+
+        def seal(plain: bytes) -> bytes:
+            container = crypto.seal_container(
+                crypto.STATE_MAGIC, key_id, key, plain, aad
+            )
+            return msgspec.json.encode(
+                _Sealed(_TAG, base64.b64encode(container).decode())
+            )
+
+        return seal
+
+    async def open(self, slot: SlotKey, stored: bytes) -> bytes:
+        """A slot's state JSON from its stored form (plain states pass through).
+
+        Raises:
+            ErasedError: The owner's keys were destroyed.
+            KeyUnavailableError: They cannot be had.
+            CorruptRecordError: It does not decrypt.
+        """
+        if not is_sealed(stored):
+            return stored
+        try:
+            sealed = _sealed_decoder.decode(stored)
+            container = base64.b64decode(sealed.data, validate=True)
+            key_id = crypto.container_key_id(container)
+        except (msgspec.DecodeError, binascii.Error, ValueError) as exc:
+            raise CorruptRecordError(
+                slot.label, None, f"encrypted state: {exc}"
+            ) from None
+        keys = await self.keyring.load(slot_owner(slot))
+        key = keys.key(key_id, slot.label)
+        try:
+            return crypto.open_container(container, key, _aad(slot))
+        except ValueError as exc:
+            raise CorruptRecordError(
+                slot.label, None, f"encrypted state {exc}"
+            ) from None
+
+    async def shred(self, user_id: str | None, session_id: str | None = None) -> bool:
+        """Destroy the data keys of a user (or of one anonymous session).
+
+        Returns:
+            True if there were keys to destroy.
+        """
+        from stores.state.slots import SlotKey
+
+        slot = SlotKey.of(user_id, session_id or "-", "-")
+        if user_id is None and session_id is None:
+            raise ValueError("shredding the anonymous user needs its session_id")
+        return await self.keyring.shred(slot_owner(slot))
