@@ -23,6 +23,7 @@ __all__ = [
     "TasksContext",
     "ToolContext",
     "Verification",
+    "keep_log_facts",
 ]
 
 
@@ -135,6 +136,22 @@ def decode_state(data: bytes) -> AgentState:
 def encode_state(state: AgentState) -> bytes:
     """msgpack-encode an AgentState."""
     return _msgpack_encoder.encode(state)
+
+
+def keep_log_facts(new: AgentState, current: AgentState) -> AgentState:
+    """Give ``new`` ``current``'s identity, active run and pending tool calls.
+
+    They are facts of the log (its ``RunStarted``, ``ToolCallRequested``, ...), not
+    something a whole-state save or replacement may rewrite. Returns ``new``.
+    """
+    new.session_id, new.thread_id, new.user_id = (
+        current.session_id,
+        current.thread_id,
+        current.user_id,
+    )
+    new.active_run_id = current.active_run_id
+    new.tool_context.pending_calls = current.tool_context.pending_calls
+    return new
 
 
 def _end_run(state: AgentState, run_id: str) -> None:
@@ -250,13 +267,6 @@ class AgentStateProjection:
             )
         new = decode_state(event.state)
         new.context = list(event.messages)
-        new.session_id, new.thread_id, new.user_id = (
-            state.session_id,
-            state.thread_id,
-            state.user_id,
-        )
-        # Runs and pending calls are facts of the log, not something a save rewrites.
-        new.active_run_id = state.active_run_id
-        new.tool_context.pending_calls = state.tool_context.pending_calls
+        keep_log_facts(new, state)
         new.version = record.version
         return new

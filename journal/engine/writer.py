@@ -40,7 +40,12 @@ from journal.errors import (
     StorageError,
     VersionConflictError,
 )
-from projections.agent_state import AgentState, AgentStateProjection, encode_state
+from projections.agent_state import (
+    AgentState,
+    AgentStateProjection,
+    encode_state,
+    keep_log_facts,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -825,14 +830,7 @@ class ThreadWriter:
             self._check_writable()
             if expected_version is not None and expected_version != self.version:
                 raise StaleStateError(self.label, expected_version, self.version)
-            new = state.copy()
-            new.session_id, new.thread_id, new.user_id = (
-                self.state.session_id,
-                self.state.thread_id,
-                self.state.user_id,
-            )
-            new.active_run_id = self.state.active_run_id
-            new.tool_context.pending_calls = self.state.tool_context.pending_calls
+            new = keep_log_facts(state.copy(), self.state)
             return await self._commit_state(new, reason, None)
 
     async def _commit_state(

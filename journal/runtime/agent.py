@@ -43,7 +43,11 @@ from journal.runtime.uncertain import (
     refuse_uncertain,
     uncertain_calls,
 )
-from projections.agent_state import AgentState, AgentStateProjection
+from projections.agent_state import (
+    AgentState,
+    AgentStateProjection,
+    keep_log_facts,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -822,13 +826,6 @@ async def _resolved(value: list[object] | Awaitable[list[object]]) -> list[objec
 
 def _saved(current: AgentState, state: AgentState) -> AgentState:
     """``state`` as a save makes it: the log's own facts stay ``current``'s."""
-    new = state.copy()
-    new.session_id, new.thread_id, new.user_id = (
-        current.session_id,
-        current.thread_id,
-        current.user_id,
-    )
-    new.active_run_id = current.active_run_id
-    new.tool_context.pending_calls = current.tool_context.pending_calls
+    new = keep_log_facts(state.copy(), current)
     new.version = current.version
     return new

@@ -28,7 +28,7 @@ from journal.cli.describe import (
 )
 from journal.cli.options import DiffOptions, LsOptions, StateOptions
 from journal.cli.progress import NO_PROGRESS
-from journal.cli.render_json import event_json, render_json, thread_json
+from journal.cli.render_json import event_json, record_json, render_json, thread_json
 from journal.cli.reports import VerifyThreadsReport
 from journal.keys import ThreadKey
 from journal.web.runs import arrange, call_status
@@ -176,18 +176,11 @@ def event_view(event: object) -> dict[str, Any]:
 
 
 def record_view(record: Record) -> dict[str, Any]:
-    """A record's header and its events."""
-    return {
-        "version": record.version,
-        "epoch": record.epoch,
-        "writer": record.writer,
-        "batch_id": record.batch_id,
-        "run_id": record.run_id,
-        "committed_at": record.committed_at,
-        "time": format_time(record.committed_at),
-        "hash": record.hash,
-        "events": [event_view(e) for e in record.events],
-    }
+    """A record's header (as ``export`` writes it) and its events, readable."""
+    view = record_json(record)
+    view["time"] = format_time(record.committed_at)
+    view["events"] = [event_view(e) for e in record.events]
+    return view
 
 
 def _run_view(node: RunNode) -> dict[str, Any]:
