@@ -118,11 +118,13 @@ class ThreadEntries:
 
     Attributes:
         prefix: The thread's prefix (``ThreadKey.prefix``).
+        base: The index directory they were listed from (their shard's).
         turns: The turn entries, by sequence number (FIFO).
         controls: The control request keys, oldest first.
     """
 
     prefix: str
+    base: str = ""
     turns: list[TurnRef] = field(default_factory=list)
     controls: list[str] = field(default_factory=list)
 
@@ -185,6 +187,10 @@ class DurableIndex:
         """One thread's entries (one ``LIST``)."""
         base = self.thread_dir(key)
         return _entries(key.prefix, base, await self.store.list(base))
+
+    async def relist(self, entries: ThreadEntries) -> ThreadEntries:
+        """The same thread's entries again, from the shard they were found in."""
+        return _entries(entries.prefix, entries.base, await self.store.list(entries.base))
 
     async def shard_names(self) -> list[str]:
         """The shard prefixes that hold entries (one ``LIST`` of directories)."""
@@ -303,7 +309,7 @@ class DurableIndex:
 
 
 def _entries(prefix: str, base: str, names: list[str]) -> ThreadEntries:
-    out = ThreadEntries(prefix)
+    out = ThreadEntries(prefix, base)
     for full in sorted(names):
         leaf = full[len(base) :]
         if "/" in leaf:

@@ -276,9 +276,9 @@ class Worker:
                 break
             if advanced >= self.max_turns or self._stopping:
                 break
-            await self._advance(writer, ledger, key, agent, ref, info)
+            await self._advance(writer, ledger, key, agent, ref, info, listing)
             advanced += 1
-            listing = await self.index.list_thread(key)
+            listing = await self.index.relist(listing)
         await self._sweep(ledger, listing, deleted)
         self._point("swept")
         open_versions = [
@@ -402,6 +402,7 @@ class Worker:
         agent: Agent,
         ref: TurnRef,
         info: TurnInfo | None,
+        listing: ThreadEntries,
     ) -> None:
         turn_id = ref.turn_id
         run_id = uuid.uuid4().hex
@@ -443,7 +444,7 @@ class Worker:
         )
         await self._commit(writer, ledger, events)
         self._point("started")
-        await self._run(writer, ledger, key, agent, turn_id, run_id, inputs)
+        await self._run(writer, ledger, key, agent, listing, turn_id, run_id, inputs)
 
     async def _run(
         self,
@@ -451,6 +452,7 @@ class Worker:
         ledger: TurnLedger,
         key: ThreadKey,
         agent: Agent,
+        base: ThreadEntries,
         turn_id: str,
         run_id: str,
         inputs: list[ev.Msg],
@@ -469,7 +471,7 @@ class Worker:
         control = RunControl(key, run_id, False, inputs, ctx, emit)
         stop: dict[str, tuple[str, Control]] = {}
         watcher = asyncio.create_task(
-            self._watch(key, turn_id, control, ledger, stop),
+            self._watch(key, base, turn_id, control, ledger, stop),
             name=f"controls of {turn_id}",
         )
         self._runs.add(control)
@@ -502,6 +504,7 @@ class Worker:
     async def _watch(
         self,
         key: ThreadKey,
+        base: ThreadEntries,
         turn_id: str,
         control: RunControl,
         ledger: TurnLedger,
@@ -512,7 +515,7 @@ class Worker:
         while True:
             await asyncio.sleep(self.control_poll)
             try:
-                listing = await self.index.list_thread(key)
+                listing = await self.index.relist(base)
                 for name in listing.controls:
                     if name in seen:
                         continue
