@@ -240,8 +240,17 @@ class Worker:
         except LeaseHeldError:
             self._active.discard(entries.prefix)
             return 0
+        except JournalError as exc:
+            self._active.discard(entries.prefix)
+            logger.warning("%s: cannot claim: %s", key, exc)
+            return 0
         try:
             return await self._hold(writer, key, agent, entries)
+        except JournalError as exc:
+            # The claim is lost (fenced, storage down): what it committed stays,
+            # and the thread's next lease holder carries on from the log.
+            logger.warning("%s: claim by %s ended: %s", key, self.worker_id, exc)
+            return 0
         finally:
             self._active.discard(entries.prefix)
             try:

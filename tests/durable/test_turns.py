@@ -241,8 +241,7 @@ async def test_takeover_after_a_crash_in_a_tool_follows_the_policy(tmp_path, pol
     j, agent, client, crashing = make(tmp_path, model, tools, lease_ttl=0.4)
     box.append(Outage(j.store))
     turn = await client.submit(CTX, "pay", turn_id="t")
-    with pytest.raises(StorageError):
-        await crashing.drain()
+    await crashing.drain(idle_rounds=1)  # the claim is lost, the worker goes on
     box[0].end()
     await asyncio.sleep(0.5)  # the lost worker's lease expires
     chosen = {
