@@ -21,7 +21,6 @@ from journal.durable.errors import (
     TurnStateError,
 )
 from journal.durable.index import (
-    DEFAULT_SHARDS,
     Control,
     ControlOp,
     DurableIndex,
@@ -87,11 +86,10 @@ class DurableClient:
         journal: The journal the threads live in (the index shares its store).
         agent_id: The agent whose threads this client addresses.
         namespace: The thread keys' namespace.
-        shards: Shard prefixes to spread the index over (see ``DurableIndex``).
         poll: Seconds between reads while awaiting a result or events.
 
     Raises:
-        ValueError: A bad ``shards`` or ``poll``.
+        ValueError: A bad ``poll``.
     """
 
     def __init__(
@@ -100,7 +98,6 @@ class DurableClient:
         agent_id: str,
         *,
         namespace: str = "default",
-        shards: int = DEFAULT_SHARDS,
         poll: float = 0.1,
     ) -> None:
         if poll <= 0:
@@ -110,7 +107,7 @@ class DurableClient:
         self.agent_id = agent_id
         self.namespace = namespace
         self.poll = poll
-        self.index = DurableIndex(journal.store, shards)
+        self.index = DurableIndex(journal.store)
 
     def key(self, ctx: RuntimeContext | ThreadKey) -> ThreadKey:
         """The thread a context (or a key) names.
@@ -231,7 +228,9 @@ class DurableClient:
         """Every turn of the thread: those in its log, then those still queued."""
         entries = await self.index.list_thread(key)
         ledger = await self.ledger(key)
-        out = [_view(key, info, len(entries.controls)) for info in ledger.turns.values()]
+        out = [
+            _view(key, info, len(entries.controls)) for info in ledger.turns.values()
+        ]
         out.extend(
             TurnView(key, t.turn_id, TurnStatus.QUEUED, 1, False)
             for t in entries.turns
@@ -368,7 +367,9 @@ class Turn:
             revision=revision,
         )
 
-    async def cancel(self, reason: str = "cancelled", request_id: str | None = None) -> str:
+    async def cancel(
+        self, reason: str = "cancelled", request_id: str | None = None
+    ) -> str:
         """Ask for the turn to be cancelled (a running one at its next checkpoint).
 
         Returns:
@@ -386,7 +387,7 @@ class Turn:
             self.key, self.turn_id, "cancel", request_id=request_id, reason=reason
         )
 
-    async def wait(self, timeout: float | None = None) -> TurnView:
+    async def wait(self, timeout: float | None = None) -> TurnView:  # noqa: ASYNC109
         """Wait until the turn has ended; returns its final status.
 
         Raises:
@@ -399,7 +400,7 @@ class Turn:
                     return view
                 await asyncio.sleep(self.client.poll)
 
-    async def result(self, timeout: float | None = None) -> ev.Msg:
+    async def result(self, timeout: float | None = None) -> ev.Msg:  # noqa: ASYNC109
         """Wait for the turn to end and return its final reply.
 
         Raises:
@@ -412,14 +413,16 @@ class Turn:
             raise TurnCancelledError(self.turn_id, view.error or "cancelled")
         if view.status is TurnStatus.FAILED:
             raise TurnFailedError(self.turn_id, view.error or "failed")
-        info = await self.client._in_log(self.key, self.turn_id)  # noqa: SLF001
+        info = await self.client._in_log(self.key, self.turn_id)
         if info is None or info.reply is None:
             raise TurnNotFoundError(str(self.key), self.turn_id)
         return info.reply
 
     async def events(self) -> AsyncIterator[Record]:
-        """Yield the records of the turn (its transitions and its runs' records),
-        as they are committed, until it ends."""
+        """Yield the turn's records as they are committed, until it ends.
+
+        Its transitions' records and those of its runs.
+        """
         ledger = TurnLedger()
         start = 1
         while True:

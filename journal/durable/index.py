@@ -4,9 +4,9 @@ Every object lives under ``~durable/`` in the journal's store (``~`` is never th
 first character of an encoded id, so thread listing skips the tree):
 
 ```
-~durable/q/<shard>/<thread prefix>/t<seq:012d>.<turn id>   a submitted turn (its input)
-~durable/q/<shard>/<thread prefix>/c<ns:020d>.<request>    a pause / resume / cancel request
-~durable/cursor/<thread prefix>                            hint: where the log's unfinished turns begin
+~durable/q/<shard>/<thread>/t<seq:012d>.<turn id>  a submitted turn (its input)
+~durable/q/<shard>/<thread>/c<ns:020d>.<request>   a pause / resume / cancel request
+~durable/cursor/<thread>                           hint: where unfinished turns begin
 ```
 
 The shard is a hash of the thread's prefix, so submits spread over ``shards``
@@ -54,7 +54,8 @@ ROOT = "~durable"
 QUEUE_DIR = f"{ROOT}/q/"
 CURSOR_DIR = f"{ROOT}/cursor/"
 DEFAULT_SHARDS = 64
-"""Shard prefixes a client spreads threads over (workers discover them by listing)."""
+"""Shard prefixes threads spread over. Part of the layout: every client must agree
+on a thread's shard (workers discover the shards by listing)."""
 
 _SEQ_WIDTH = 12
 _MAX_CREATE_ATTEMPTS = 64
@@ -91,6 +92,16 @@ class Control(msgspec.Struct, kw_only=True):
     revision: int | None = None
     reason: str = ""
     requested_at: float = 0.0
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    thread_id: str
+    namespace: str
+
+
+class _Ids(msgspec.Struct):
+    """The thread ids every entry carries."""
+
     agent_id: str
     session_id: str
     user_id: str | None
@@ -164,8 +175,9 @@ class DurableIndex:
 
     Args:
         store: The journal's object store.
-        shards: How many shard prefixes submits spread over (1 to 256). Workers
-            discover the shards present, so clients may change this freely.
+        shards: How many shard prefixes threads spread over (1 to 256). Every
+            client of a journal must use the same (the default); workers
+            discover the shards present.
 
     Raises:
         ValueError: ``shards`` is out of range.
@@ -190,7 +202,9 @@ class DurableIndex:
 
     async def relist(self, entries: ThreadEntries) -> ThreadEntries:
         """The same thread's entries again, from the shard they were found in."""
-        return _entries(entries.prefix, entries.base, await self.store.list(entries.base))
+        return _entries(
+            entries.prefix, entries.base, await self.store.list(entries.base)
+        )
 
     async def shard_names(self) -> list[str]:
         """The shard prefixes that hold entries (one ``LIST`` of directories)."""
@@ -234,7 +248,10 @@ class DurableIndex:
                 data, _ = await self.store.read(name)
             except ObjectNotFoundError:
                 continue
-            return msgspec.json.decode(data, type=Control | TurnEntry).key
+            ids = msgspec.json.decode(data, type=_Ids)
+            return ThreadKey(
+                ids.agent_id, ids.session_id, ids.user_id, ids.thread_id, ids.namespace
+            )
         return None
 
     # --- writing ---

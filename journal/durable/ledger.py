@@ -136,13 +136,14 @@ class TurnLedger:
 
     def _event(self, record: Record, event: object) -> None:
         v = record.version
+        info: TurnInfo | None
         match event:
             case te.TurnQueued(turn_id=turn_id):
                 if turn_id not in self.turns:
-                    info = TurnInfo(turn_id, first_version=v, submitted_at=0.0)
-                    info.submitted_at = event.submitted_at
-                    info.bump(v)
-                    self.turns[turn_id] = info
+                    new = TurnInfo(turn_id, first_version=v)
+                    new.submitted_at = event.submitted_at
+                    new.bump(v)
+                    self.turns[turn_id] = new
             case te.TurnStarted(turn_id=turn_id, run_id=run_id):
                 info = self._live(turn_id)
                 if info is not None:

@@ -367,7 +367,7 @@ class Worker:
         if info is None:
             ref = listing.find(turn_id)
             if ref is None:
-                return [] if turn_id else []
+                return []  # a turn this thread never had: nothing to record
             try:
                 entry = await self.index.read_turn(ref)
             except ObjectNotFoundError:
@@ -505,7 +505,9 @@ class Worker:
                     turn_id, run_id, request.reason or "cancelled", request.request_id
                 )
             else:
-                event = te.TurnPaused(turn_id, request.request_id, run_id, request.reason)
+                event = te.TurnPaused(
+                    turn_id, request.request_id, run_id, request.reason
+                )
             await self._commit(writer, ledger, [event])
             self._point("stopped")
             await self.index.delete(name)
@@ -519,7 +521,7 @@ class Worker:
         ledger: TurnLedger,
         stop: dict[str, tuple[str, Control]],
     ) -> None:
-        """Look for a pause or cancel of the running turn; stop the run cooperatively."""
+        """Watch for a pause or cancel of the running turn; stop it cooperatively."""
         seen: set[str] = set()
         while True:
             await asyncio.sleep(self.control_poll)
@@ -547,7 +549,7 @@ class Worker:
 
 def _journal_of(agents: object) -> Journal | None:
     journal = getattr(agents, "journal", None)
-    return journal  # type: ignore[no-any-return]
+    return journal
 
 
 async def _first(

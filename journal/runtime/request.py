@@ -118,5 +118,3 @@ class RequestBuilder:
         if tasks:
             parts.append(tasks)
         return "\n\n".join(parts)
-
-

@@ -218,4 +218,3 @@ def enclosing_scope(owner: object, key: ThreadKey) -> RunScope | None:
             return scope
         scope = scope.parent
     return None
-

@@ -55,7 +55,9 @@ async def check_invariants(
                     case ev.RunCompleted() | ev.RunFailed() if turn is not None:
                         ends[turn.turn_id] += 1
                     case ev.RunStarted(turn_id=t) if t is not None:
-                        if any(isinstance(e, ev.MessageAppended) for e in record.events):
+                        if any(
+                            isinstance(e, ev.MessageAppended) for e in record.events
+                        ):
                             inputs[t] += 1
         for turn_id in turn_ids:
             assert queued[turn_id] == 1, f"{label}: {turn_id} queued {queued[turn_id]}x"
@@ -63,7 +65,9 @@ async def check_invariants(
             info = ledger.get(turn_id)
             assert info is not None
             if info.status is TurnStatus.COMPLETED:
-                assert inputs[turn_id] == 1, f"{label}: {turn_id} input {inputs[turn_id]}x"
+                assert inputs[turn_id] == 1, (
+                    f"{label}: {turn_id} input {inputs[turn_id]}x"
+                )
         started = [t for t in turn_ids if t in first_start]
         assert first_start == started, f"{label}: FIFO broken: {first_start}"
         view = await client.index.list_thread(key)  # type: ignore[arg-type]

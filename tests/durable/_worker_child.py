@@ -51,7 +51,9 @@ async def main(url: str, stop_file: str, worker_id: str, endpoint: str | None) -
         poll=0.05,
         control_poll=0.5,
         concurrency=3,
-        uncertain=lambda u: Reconcile({c.call_id: "worked (reconciled)" for c in u.calls}),
+        uncertain=lambda u: Reconcile(
+            {c.call_id: "worked (reconciled)" for c in u.calls}
+        ),
     )
     stop = asyncio.Event()
 
@@ -68,5 +70,10 @@ async def main(url: str, stop_file: str, worker_id: str, endpoint: str | None) -
 
 if __name__ == "__main__":
     asyncio.run(
-        main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+        main(
+            sys.argv[1],
+            sys.argv[2],
+            sys.argv[3],
+            sys.argv[4] if len(sys.argv) > 4 else None,
+        )
     )

@@ -30,7 +30,7 @@ THREADS = int(os.environ.get("AJ_DURABLE_THREADS", "12"))
 async def drain_with_a_kill(url: str, tmp_path, endpoint: str | None = None):
     options = journal_options(endpoint) if endpoint else {}
     journal = Journal.open(url, **options)
-    client = DurableClient(journal, "w", shards=16)
+    client = DurableClient(journal, "w")
     submitted: dict[object, list[str]] = {}
     for i in range(TURNS):
         ctx = RuntimeContext(user_id="u", session_id=f"s{i % THREADS}")
@@ -40,7 +40,13 @@ async def drain_with_a_kill(url: str, tmp_path, endpoint: str | None = None):
     args = [url, str(stop)]
     procs = [
         subprocess.Popen(
-            [sys.executable, str(CHILD), *args, f"worker-{n}", *([endpoint] if endpoint else [])],
+            [
+                sys.executable,
+                str(CHILD),
+                *args,
+                f"worker-{n}",
+                *([endpoint] if endpoint else []),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -62,12 +68,12 @@ async def drain_with_a_kill(url: str, tmp_path, endpoint: str | None = None):
     assert victim.returncode == -signal.SIGKILL
     try:
         async with asyncio.timeout(240):
-            while (await client.threads_with_work()):
+            while await client.threads_with_work():
                 await asyncio.sleep(0.2)
     finally:
         stop.write_text("stop")
         for proc in procs[1:]:
-            out, err = proc.communicate(timeout=60)
+            _out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err.decode()
     ledgers = await check_invariants(client, submitted)
     records = [
@@ -89,6 +95,6 @@ async def test_three_workers_one_killed_local(tmp_path):
 
 
 @pytest.mark.s3
-async def test_three_workers_one_killed_s3(tmp_path, s3_server):  # noqa: F811
+async def test_three_workers_one_killed_s3(tmp_path, s3_server):
     bucket = await make_bucket(s3_server)
     await drain_with_a_kill(f"s3://{bucket}/journal", tmp_path, s3_server)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -35,8 +36,10 @@ CTX = RuntimeContext(user_id="alice", session_id="s1")
 
 def make(tmp_path, model=None, tools=(), **worker):
     j = Journal.open(tmp_path / "j")
-    agent = Agent("A", "a", model or ScriptedModel([echo] * 500), tools=tools, journal=j)
-    client = DurableClient(j, "a", poll=0.02, shards=8)
+    agent = Agent(
+        "A", "a", model or ScriptedModel([echo] * 500), tools=tools, journal=j
+    )
+    client = DurableClient(j, "a", poll=0.02)
     options = {"poll": 0.02, "control_poll": 0.02, "lease_ttl": 5.0, **worker}
     return j, agent, client, Worker(agent, **options)
 
@@ -106,8 +109,11 @@ async def test_a_resume_that_went_stale_before_it_was_applied_is_refused(tmp_pat
     await turn.resume(view.revision)  # both pass the client's check ...
     await worker.drain()
     records = [r async for r in client.journal.records(client.key(CTX))]
-    refused = [e for r in records for e in r.events if isinstance(e, te.TurnControlRefused)]
-    assert len(refused) == 1 and "not paused" in refused[0].reason
+    refused = [
+        e for r in records for e in r.events if isinstance(e, te.TurnControlRefused)
+    ]
+    assert len(refused) == 1
+    assert "not paused" in refused[0].reason
     assert (await turn.status()).status is TurnStatus.COMPLETED
 
 
@@ -122,7 +128,9 @@ async def test_cancel_of_a_queued_turn(tmp_path):
     assert (await other.result()).text == "echo runs"
     records = [r async for r in client.journal.records(client.key(CTX))]
     assert not any(
-        getattr(e, "turn_id", None) == "c" for r in records for e in r.events
+        getattr(e, "turn_id", None) == "c"
+        for r in records
+        for e in r.events
         if type(e).__name__ == "RunStarted"
     )
     await check_invariants(client, {client.key(CTX): ["c", "d"]})
@@ -176,7 +184,8 @@ async def test_stopping_a_running_turn_waits_for_its_next_checkpoint(tmp_path, o
     stops = [e for e in events if isinstance(e, te.TurnPaused | te.TurnCancelled)]
     assert len(stops) == 1
     interrupted = [e for e in events if type(e).__name__ == "RunInterrupted"]
-    assert interrupted and op in interrupted[0].reason
+    assert interrupted
+    assert op in interrupted[0].reason
     if op == "cancel":
         with pytest.raises(TurnCancelledError):
             await turn.result()
@@ -246,7 +255,9 @@ async def test_takeover_after_a_crash_in_a_tool_follows_the_policy(tmp_path, pol
     await asyncio.sleep(0.5)  # the lost worker's lease expires
     chosen = {
         "hold": None,
-        "reconcile": lambda u: Reconcile({c.call_id: "sent (checked)" for c in u.calls}),
+        "reconcile": lambda u: Reconcile(
+            {c.call_id: "sent (checked)" for c in u.calls}
+        ),
         "fail": lambda u: Fail(),
     }[policy]
     extra = {"uncertain": chosen} if chosen else {}
@@ -254,7 +265,8 @@ async def test_takeover_after_a_crash_in_a_tool_follows_the_policy(tmp_path, pol
     await worker.drain()
     records = [r async for r in j.records(client.key(CTX))]
     taken = [e for r in records for e in r.events if isinstance(e, te.TurnTakenOver)]
-    assert len(taken) == 1 and taken[0].uncertain == ["pay"]
+    assert len(taken) == 1
+    assert taken[0].uncertain == ["pay"]
     assert taken[0].decision == policy
     if policy == "hold":
         view = await turn.status()
@@ -273,7 +285,9 @@ async def test_takeover_after_a_crash_in_a_tool_follows_the_policy(tmp_path, pol
 
 
 @pytest.mark.parametrize("point", [p for p in FAULT_POINTS if p != "stopped"])
-async def test_a_crash_at_each_step_of_a_claim_loses_and_repeats_nothing(tmp_path, point):
+async def test_a_crash_at_each_step_of_a_claim_loses_and_repeats_nothing(
+    tmp_path, point
+):
     _, agent, client, _ = make(tmp_path)
     keys = {}
     for s in range(2):
@@ -314,3 +328,33 @@ async def test_a_crash_at_each_step_of_a_claim_loses_and_repeats_nothing(tmp_pat
     await Worker(agent, poll=0.01).drain()
     assert hits["n"] >= 1, f"fault point {point} never reached"
     await check_invariants(client, keys)
+
+
+async def test_the_cli_lists_turns_by_status_and_sends_controls(tmp_path, capsys):
+    from journal.cli.app import main
+
+    _, _, client, worker = make(tmp_path)
+    await client.submit(CTX, "a", turn_id="done-1")
+    await worker.drain()
+    await client.submit(CTX, "b", turn_id="wait-1")
+    root = str(tmp_path / "j")
+    assert await asyncio.to_thread(main, ["--root", root, "--json", "turns"]) == 0
+    rows = json.loads(capsys.readouterr().out)["turns"]
+    assert {(r["turn_id"], r["status"]) for r in rows} == {
+        ("done-1", "completed"),
+        ("wait-1", "queued"),
+    }
+    args = ["--root", root, "turns", "--status", "queued"]
+    assert await asyncio.to_thread(main, args) == 0
+    assert "wait-1" in capsys.readouterr().out
+    flags = ["--agent", "a", "--session", "s1", "--user", "alice"]
+    cancel = ["--root", root, "turns", *flags, "--cancel", "wait-1"]
+    assert await asyncio.to_thread(main, cancel) == 0
+    resume = ["--root", root, "turns", *flags, "--resume", "done-1"]
+    assert await asyncio.to_thread(main, resume) == 2  # no --revision
+    assert "--revision" in capsys.readouterr().err
+    await worker.drain()
+    assert (await client.view(client.key(CTX), "wait-1")).status is TurnStatus.CANCELLED
+    log = ["--root", root, "log", "--agent", "a", "--session", "s1", "--user", "alice"]
+    assert await asyncio.to_thread(main, log) == 0
+    assert "TurnCancelled" in capsys.readouterr().out
