@@ -271,6 +271,8 @@ class Worker:
         async for record in self.journal.records(key, start=cursor):
             ledger.apply(record)
         self._point("read")
+        # The scan's listing may predate the previous holder's last deletions.
+        listing = await self.index.relist(listing)
         advanced = 0
         deleted: set[str] = set()
         while True:
