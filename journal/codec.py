@@ -20,6 +20,7 @@ import msgspec
 from journal import compression
 from journal import events as ev
 from journal.errors import CorruptRecordError, InvalidEventError
+from journal.turn_events import TURN_EVENTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -395,6 +396,10 @@ _BUILTINS: tuple[type[ev.Event], ...] = (
 )
 for _cls in _BUILTINS:
     register_event(_cls, required=True)
+# Durable turns' events leave AgentState unchanged: optional, so an older reader
+# skips them and still builds the same state.
+for _cls in TURN_EVENTS:
+    register_event(_cls, required=False)
 _BUILTIN_NAMES = frozenset(_BY_NAME)
 
 

@@ -26,7 +26,8 @@ PROJECTIONS = 1
 STORES = 2
 ENGINE = 3
 RUNTIME = 4
-FACES = 5
+DURABLE = 5
+FACES = 6
 
 # Longest prefix wins.
 LAYERS: dict[str, int] = {
@@ -44,6 +45,7 @@ LAYERS: dict[str, int] = {
     "stores": STORES,
     "journal.engine": ENGINE,
     "journal.runtime": RUNTIME,
+    "journal.durable": DURABLE,
     "journal.cli": FACES,
     "journal.web": FACES,
     "journal.demo": FACES,
@@ -51,7 +53,15 @@ LAYERS: dict[str, int] = {
     "journal.__main__": FACES,
     "stores.testing": FACES,
 }
-NAMES = ["foundation", "projections", "stores", "engine", "runtime", "faces"]
+NAMES = [
+    "foundation",
+    "projections",
+    "stores",
+    "engine",
+    "runtime",
+    "durable",
+    "faces",
+]
 
 # The package roots re-export names lazily; their TYPE_CHECKING imports only type
 # those names and load nothing.

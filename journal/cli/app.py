@@ -36,6 +36,7 @@ from journal.cli.commands import (
     verify_threads,
     write_checkpoint,
 )
+from journal.cli.commands.turns import run_turns
 from journal.cli.config import parse_storage_options, resolve_root
 from journal.cli.describe import format_relative, format_time
 from journal.cli.errors import (
@@ -203,6 +204,11 @@ async def _run(args: argparse.Namespace) -> int:
     terminal = Terminal(out)
     if args.command == "ui":
         return await _serve_ui(journal, root, args, out)
+    if args.command == "turns":
+        try:
+            return await run_turns(journal, args, out)
+        finally:
+            await journal.aclose()
     try:
         # Ids are checked only once the root opened, so a bad root is named first.
         key = None

@@ -376,8 +376,9 @@ def _brief(event: object) -> str:
         case ev.ToolCallCompleted(call_id=call_id, message_id=message_id):
             as_message = ", tool_result message" if message_id is not None else ""
             return f"ToolCallCompleted({call_id}{as_message})"
-        case ev.ToolCallRequested(call_id=call_id) | ev.ToolCallReconciled(
-            call_id=call_id
+        case (
+            ev.ToolCallRequested(call_id=call_id)
+            | ev.ToolCallReconciled(call_id=call_id)
         ):
             return f"{type(event).__name__}({call_id})"
         case ev.PermissionRuleSet(tool=name, decision=decision):

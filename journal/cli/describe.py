@@ -9,6 +9,7 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
+from journal import turn_events as te
 
 if TYPE_CHECKING:
     from journal.keys import ThreadKey
@@ -199,6 +200,25 @@ def describe_event(event: object) -> str:
             return text + (f": {detail}" if detail else "")
         case ev.AgentStateReplaced(reason=reason, messages=messages):
             return f"reason {reason}, {len(messages)} messages"
+        case te.TurnQueued(turn_id=turn_id, inputs=inputs):
+            return f"turn {turn_id}: queued, {inputs} input messages"
+        case te.TurnStarted(turn_id=turn_id, run_id=run_id, attempt=attempt):
+            return f"turn {turn_id}: run {run_id} (attempt {attempt}) by {event.worker}"
+        case te.TurnTakenOver(turn_id=turn_id, run_id=run_id, decision=decision):
+            calls = (
+                f", uncertain {', '.join(event.uncertain)}" if event.uncertain else ""
+            )
+            by = f" taken over by {event.worker}"
+            return f"turn {turn_id}: run {run_id}{by}{calls}: {decision}"
+        case te.TurnPaused(turn_id=turn_id) | te.TurnCancelled(turn_id=turn_id):
+            at = f" at run {event.run_id}" if event.run_id else ""
+            return f"turn {turn_id}{at}" + (f": {event.reason}" if event.reason else "")
+        case te.TurnResumed(turn_id=turn_id, revision=revision):
+            return f"turn {turn_id} from revision {revision}"
+        case te.TurnFailed(turn_id=turn_id, error=error):
+            return f"turn {turn_id}: {error}"
+        case te.TurnControlRefused(turn_id=turn_id, op=op, reason=reason):
+            return f"turn {turn_id}: {op} refused: {reason}"
         case ev.UnknownEvent():
             kind = "required" if event.required else "optional"
             return (

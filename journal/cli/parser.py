@@ -11,6 +11,7 @@ import sys
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from journal.cli.commands.turns import add_turns_command
 from journal.cli.config import DEFAULT_ROOT, ROOT_ENV
 from journal.cli.errors import usage_error
 from journal.cli.names import ANONYMOUS, merge_filter
@@ -444,6 +445,7 @@ def build_parser() -> JournalParser:
     p.add_argument("--holder", help="holder id written in the lease")
 
     _add_ui(command)
+    add_turns_command(sub)
     return parser
 
 

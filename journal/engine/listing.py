@@ -47,6 +47,8 @@ async def list_threads(
         return await store.children(prefix)
 
     for ns in await level("", namespace):
+        if namespace is None and not _is_segment(ns):
+            continue  # not a namespace (the durable index's tree, say): skip it
         for agent in await level(ns, agent_id):
             users = await level(
                 f"{ns}/{agent}",
@@ -62,6 +64,14 @@ async def list_threads(
                         )
                         if key is not None:
                             yield key
+
+
+def _is_segment(name: str) -> bool:
+    try:
+        decode_segment(name)
+    except ValueError:
+        return False
+    return True
 
 
 async def _key_from_segments(

@@ -404,6 +404,14 @@ class Agent:
                     del self._running[slot]
         return reply
 
+    def run_loop(self) -> RunLoop:
+        """The loop that drives one run of this agent, built from its settings now.
+
+        For hosts that hold a thread's lease themselves and run turns on its
+        writer (``journal.durable`` workers); ``call`` and friends use it too.
+        """
+        return self._loop()
+
     def _loop(self) -> RunLoop:
         # Built per run: the agent's settings are plain attributes a caller may set.
         return RunLoop(

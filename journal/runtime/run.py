@@ -71,6 +71,8 @@ class Signal:
         by: Literal["user", "shutdown"],
         reason: str,
         message: ev.Msg | None = None,
+        *,
+        cut_short: bool = True,
     ) -> None:
         """Interrupt: the first call's ``by``, ``reason`` and ``message`` stick.
 
@@ -79,12 +81,15 @@ class Signal:
             reason: Why.
             message: A message to add as the next user turn (see
                 :func:`interrupt_message`).
+            cut_short: Cancel the model call or tool running now (the default);
+                False lets it finish, so the run stops at its next checkpoint
+                (a cooperative stop: nothing running is left uncertain).
         """
         if not self.event.is_set():
             self.by, self.reason, self.message = by, reason, message
             self.event.set()
         # A running tool (or model) task is cut short at once.
-        if self.task is not None and not self.task.done():
+        if cut_short and self.task is not None and not self.task.done():
             self.task.cancel()
 
 

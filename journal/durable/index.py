@@ -1,0 +1,351 @@
+"""The durable index: queued turns and control requests, spread over shard prefixes.
+
+Every object lives under ``~durable/`` in the journal's store (``~`` is never the
+first character of an encoded id, so thread listing skips the tree):
+
+```
+~durable/q/<shard>/<thread>/t<seq:012d>.<turn id>  a submitted turn (its input)
+~durable/q/<shard>/<thread>/c<ns:020d>.<request>   a pause / resume / cancel request
+~durable/cursor/<thread>                           hint: where unfinished turns begin
+```
+
+The shard is a hash of the thread's prefix, so submits spread over ``shards``
+prefixes and no object is written by every submit. A turn's index entry *is* its
+queued state: one exclusive create, so there is no moment where a turn is queued
+but not indexed. The entry stays until the turn ends (a worker that dies mid-turn
+leaves it, which is how the next worker finds the turn), and is deleted only after
+the turn's end is in the log. Sequence numbers are one more than the highest entry
+present; a create that collides re-lists and takes the next.
+
+Workers find work by listing one shard (one ``LIST``) and grouping its keys by
+thread; they never list the whole store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from journal import events as ev
+from journal.errors import ObjectExistsError, ObjectNotFoundError
+from journal.keys import ANONYMOUS_SEGMENT, ThreadKey, decode_segment, encode_segment
+
+if TYPE_CHECKING:
+    from journal.store import ObjectStore
+
+__all__ = [
+    "CURSOR_DIR",
+    "DEFAULT_SHARDS",
+    "QUEUE_DIR",
+    "ROOT",
+    "Control",
+    "DurableIndex",
+    "ThreadEntries",
+    "TurnEntry",
+    "TurnRef",
+]
+
+ROOT = "~durable"
+QUEUE_DIR = f"{ROOT}/q/"
+CURSOR_DIR = f"{ROOT}/cursor/"
+DEFAULT_SHARDS = 64
+"""Shard prefixes threads spread over. Part of the layout: every client must agree
+on a thread's shard (workers discover the shards by listing)."""
+
+_SEQ_WIDTH = 12
+_MAX_CREATE_ATTEMPTS = 64
+
+ControlOp = Literal["pause", "resume", "cancel"]
+
+
+class TurnEntry(msgspec.Struct, kw_only=True):
+    """A submitted turn as the index holds it: its thread, id and input."""
+
+    turn_id: str
+    messages: list[ev.Msg]
+    submitted_at: float
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    thread_id: str
+    namespace: str
+
+    @property
+    def key(self) -> ThreadKey:
+        """The turn's thread."""
+        return ThreadKey(
+            self.agent_id, self.session_id, self.user_id, self.thread_id, self.namespace
+        )
+
+
+class Control(msgspec.Struct, kw_only=True):
+    """A pause, resume or cancel request for one turn, applied by the lease holder."""
+
+    op: ControlOp
+    turn_id: str
+    request_id: str
+    revision: int | None = None
+    reason: str = ""
+    requested_at: float = 0.0
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    thread_id: str
+    namespace: str
+
+
+class _Ids(msgspec.Struct):
+    """The thread ids every entry carries."""
+
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    thread_id: str
+    namespace: str
+
+
+_turn_encoder = msgspec.json.Encoder()
+_turn_decoder = msgspec.json.Decoder(TurnEntry)
+_control_decoder = msgspec.json.Decoder(Control)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRef:
+    """A turn entry's name in the index: its store key, sequence and turn id."""
+
+    key: str
+    seq: int
+    turn_id: str
+
+
+@dataclass(slots=True)
+class ThreadEntries:
+    """What the index holds for one thread, in order.
+
+    Attributes:
+        prefix: The thread's prefix (``ThreadKey.prefix``).
+        base: The index directory they were listed from (their shard's).
+        turns: The turn entries, by sequence number (FIFO).
+        controls: The control request keys, oldest first.
+    """
+
+    prefix: str
+    base: str = ""
+    turns: list[TurnRef] = field(default_factory=list)
+    controls: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every key, for telling whether the thread's entries changed."""
+        return frozenset([t.key for t in self.turns] + self.controls)
+
+    def find(self, turn_id: str) -> TurnRef | None:
+        """The entry of ``turn_id``, if queued."""
+        return next((t for t in self.turns if t.turn_id == turn_id), None)
+
+
+def shard_of(key: ThreadKey, shards: int) -> str:
+    """The shard prefix of a thread: a stable hash of its prefix."""
+    digest = hashlib.sha256(key.prefix.encode("utf-8")).digest()
+    return f"{int.from_bytes(digest[:4], 'big') % shards:02x}"
+
+
+def key_of_prefix(prefix: str) -> ThreadKey | None:
+    """The thread key a prefix names; None when a segment is a hashed long id."""
+    segments = prefix.split("/")
+    if len(segments) != 5:
+        raise ValueError(f"not a thread prefix: {prefix!r}")
+    ns, agent, user, session, thread = (
+        None if s == ANONYMOUS_SEGMENT else decode_segment(s) for s in segments
+    )
+    if ns is None or agent is None or session is None or thread is None:
+        return None
+    if user is None and segments[2] != ANONYMOUS_SEGMENT:
+        return None
+    return ThreadKey(agent, session, user, thread, ns)
+
+
+class DurableIndex:
+    """The durable index on an object store (see the module docstring).
+
+    Args:
+        store: The journal's object store.
+        shards: How many shard prefixes threads spread over (1 to 256). Every
+            client of a journal must use the same (the default); workers
+            discover the shards present.
+
+    Raises:
+        ValueError: ``shards`` is out of range.
+    """
+
+    def __init__(self, store: ObjectStore, shards: int = DEFAULT_SHARDS) -> None:
+        if not 1 <= shards <= 256:
+            raise ValueError(f"shards must be between 1 and 256, not {shards}")
+        self.store = store
+        self.shards = shards
+
+    def thread_dir(self, key: ThreadKey) -> str:
+        """The index prefix of one thread's entries."""
+        return f"{QUEUE_DIR}{shard_of(key, self.shards)}/{key.prefix}/"
+
+    # --- reading ---
+
+    async def list_thread(self, key: ThreadKey) -> ThreadEntries:
+        """One thread's entries (one ``LIST``)."""
+        base = self.thread_dir(key)
+        return _entries(key.prefix, base, await self.store.list(base))
+
+    async def relist(self, entries: ThreadEntries) -> ThreadEntries:
+        """The same thread's entries again, from the shard they were found in."""
+        return _entries(
+            entries.prefix, entries.base, await self.store.list(entries.base)
+        )
+
+    async def shard_names(self) -> list[str]:
+        """The shard prefixes that hold entries (one ``LIST`` of directories)."""
+        return await self.store.children(QUEUE_DIR)
+
+    async def list_shard(self, shard: str) -> list[ThreadEntries]:
+        """Every thread with entries in one shard (one ``LIST``, paged)."""
+        base = f"{QUEUE_DIR}{shard}/"
+        grouped: dict[str, list[str]] = {}
+        for full in await self.store.list(base):
+            rest = full[len(base) :]
+            prefix, _, _ = rest.rpartition("/")
+            grouped.setdefault(prefix, []).append(full)
+        return [
+            _entries(prefix, f"{base}{prefix}/", names)
+            for prefix, names in grouped.items()
+            if prefix.count("/") == 4
+        ]
+
+    async def read_turn(self, ref: TurnRef | str) -> TurnEntry:
+        """A turn entry's content.
+
+        Raises:
+            ObjectNotFoundError: The entry is gone (its turn ended).
+        """
+        data, _ = await self.store.read(ref.key if isinstance(ref, TurnRef) else ref)
+        return _turn_decoder.decode(data)
+
+    async def read_control(self, key: str) -> Control:
+        """A control request's content."""
+        data, _ = await self.store.read(key)
+        return _control_decoder.decode(data)
+
+    async def key_of(self, entries: ThreadEntries) -> ThreadKey | None:
+        """The thread of ``entries`` (read from an entry for hashed long ids)."""
+        key = key_of_prefix(entries.prefix)
+        if key is not None:
+            return key
+        for name in [t.key for t in entries.turns] + entries.controls:
+            try:
+                data, _ = await self.store.read(name)
+            except ObjectNotFoundError:
+                continue
+            ids = msgspec.json.decode(data, type=_Ids)
+            return ThreadKey(
+                ids.agent_id, ids.session_id, ids.user_id, ids.thread_id, ids.namespace
+            )
+        return None
+
+    # --- writing ---
+
+    async def add_turn(
+        self, entry: TurnEntry, known: ThreadEntries | None = None
+    ) -> TurnRef:
+        """Queue a turn: create its entry after every entry present.
+
+        Args:
+            entry: The turn.
+            known: The thread's entries as just listed (saves a ``LIST``).
+
+        Returns:
+            The entry created, or the turn's entry already present (a retry).
+        """
+        key = entry.key
+        base = self.thread_dir(key)
+        listing = known if known is not None else await self.list_thread(key)
+        data = _turn_encoder.encode(entry)
+        for _ in range(_MAX_CREATE_ATTEMPTS):
+            mine = listing.find(entry.turn_id)
+            if mine is not None:
+                return mine
+            seq = max((t.seq for t in listing.turns), default=0) + 1
+            name = f"{base}t{seq:0{_SEQ_WIDTH}d}.{encode_segment(entry.turn_id)}"
+            try:
+                await self.store.create(name, data)
+            except ObjectExistsError:
+                listing = await self.list_thread(key)
+                continue
+            return TurnRef(name, seq, entry.turn_id)
+        raise RuntimeError(
+            f"{key}: could not queue turn {entry.turn_id!r}: the sequence kept "
+            f"colliding ({_MAX_CREATE_ATTEMPTS} attempts)"
+        )
+
+    async def add_control(self, control: Control) -> str:
+        """Record a control request; returns its key."""
+        key = ThreadKey(
+            control.agent_id,
+            control.session_id,
+            control.user_id,
+            control.thread_id,
+            control.namespace,
+        )
+        name = f"{self.thread_dir(key)}c{time.time_ns():020d}.{uuid.uuid4().hex}"
+        await self.store.create(name, _turn_encoder.encode(control))
+        return name
+
+    async def delete(self, name: str) -> None:
+        """Delete an entry (a turn that ended, a control request applied)."""
+        await self.store.delete(name)
+
+    # --- the cursor hint ---
+
+    async def read_cursor(self, key: ThreadKey) -> int:
+        """The first log version a reader of the thread's turns needs (1 if unknown).
+
+        Every turn queued in the log before it has ended and left the index. The
+        hint may lag (a lower version only means reading more) and may be lost.
+        """
+        try:
+            data, _ = await self.store.read(f"{CURSOR_DIR}{key.prefix}")
+            return max(1, int(data.decode("ascii")))
+        except (ObjectNotFoundError, ValueError, UnicodeDecodeError):
+            return 1
+
+    async def write_cursor(self, key: ThreadKey, version: int) -> None:
+        """Move the cursor hint (only ever written by the lease holder)."""
+        await self.store.put_hint(f"{CURSOR_DIR}{key.prefix}", str(version).encode())
+
+
+def _entries(prefix: str, base: str, names: list[str]) -> ThreadEntries:
+    out = ThreadEntries(prefix, base)
+    for full in sorted(names):
+        leaf = full[len(base) :]
+        if "/" in leaf:
+            continue
+        if leaf.startswith("t"):
+            seq_text, _, turn = leaf[1:].partition(".")
+            try:
+                turn_id = decode_segment(turn)
+                seq = int(seq_text)
+            except ValueError:
+                continue
+            if turn_id is not None:
+                out.turns.append(TurnRef(full, seq, turn_id))
+        elif leaf.startswith("c"):
+            out.controls.append(full)
+    out.turns.sort(key=lambda t: t.seq)
+    return out
+
+
+def new_request_id() -> str:
+    """A fresh control request id."""
+    return uuid.uuid4().hex
