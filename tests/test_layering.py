@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "journal.engine": ENGINE,
     "journal.runtime": RUNTIME,
     "journal.cli": FACES,
+    "journal.adapters": FACES,
     "journal.web": FACES,
     "journal.demo": FACES,
     "journal._demo_child": FACES,
