@@ -194,14 +194,15 @@ class JournalSessionService(BaseSessionService):
 
     @staticmethod
     def _app_key(app_name: str) -> ThreadKey:
-        return ThreadKey(
-            app_name, "app", thread_id=_APP_THREAD, namespace=_NAMESPACE
-        )
+        return ThreadKey(app_name, "app", thread_id=_APP_THREAD, namespace=_NAMESPACE)
 
     @staticmethod
     def _user_key(app_name: str, user_id: str) -> ThreadKey:
         return ThreadKey(
-            app_name, "user", user_id=user_id, thread_id=_USER_THREAD,
+            app_name,
+            "user",
+            user_id=user_id,
+            thread_id=_USER_THREAD,
             namespace=_NAMESPACE,
         )
 

@@ -6,8 +6,9 @@ journal contracts run against both.
 
 Ceph 18.2 comes from Debian trixie; it needs trixie's libraries, so it lives in a
 root of its own that ``.ci/build-rgw.sh`` makes (``AJ_RGW_ROOT``, by default
-``.ci/cache/rgw`` in the checkout). ``rgw_server`` (session scope) starts one
-monitor, one memstore OSD and radosgw inside that root, in a private mount namespace
+``/var/cache/agent-journal/rgw``, where ``.ci/run`` builds it once).
+``rgw_server`` (session scope) starts one monitor, one memstore OSD and radosgw
+inside that root, in a private mount namespace
 (``unshare``: its ``/proc`` and ``/dev`` mounts vanish with it), with no
 authentication and a pool size of one, and yields the endpoint URL; the
 credentials are ``CREDENTIALS`` of ``tests.services.s3``. It fails the run, naming
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["RGW_ROOT_ENV", "rgw_root", "rgw_server"]
 
 RGW_ROOT_ENV = "AJ_RGW_ROOT"
-_DEFAULT_ROOT = Path(__file__).resolve().parents[2] / ".ci" / "cache" / "rgw"
+_DEFAULT_ROOT = Path("/var/cache/agent-journal/rgw")
 _START_TIMEOUT = 120.0
 _ACCESS = "testing"
 
