@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "stores": STORES,
     "journal.engine": ENGINE,
     "journal.runtime": RUNTIME,
+    "journal.models": RUNTIME,
     "journal.cli": FACES,
     "journal.adapters": FACES,
     "journal.web": FACES,
