@@ -11,11 +11,12 @@ Everything is an event, so history is kept:
 
 Stale writers are caught with the journal's integer versions, not timestamps: a
 session object remembers the thread version it was read at, and ``append_event``
-commits with ``expected_version`` under the thread's writer lease. A second
-``run_async`` working from the same read therefore gets ``StaleSessionError`` at
-its first write and can never interleave with the first run (adk-python #4751, where
-ADK's database service reloads and continues). Lease and fencing failures surface
-as ``StaleSessionError`` too, with the journal's error as the cause.
+commits with ``expected_version`` under the thread's writer lease. Of two
+``run_async`` on one session, the one whose read the other moved past gets
+``StaleSessionError`` at its next write and writes nothing more, so each run's
+events stay one contiguous block (adk-python #4751: ADK 1.24's database service
+reloaded and continued there, interleaving the runs). Lease and fencing failures
+surface as ``StaleSessionError`` too, with the journal's error as the cause.
 
 A crash between a session's commit and its app/user state updates leaves those
 updates unapplied; they are written with the session version as ``batch_id``, so a
