@@ -6,7 +6,9 @@ Every primitive is one S3 request on its normal path, sent through s3fs's
 * ``create``: ``PutObject`` with ``If-None-Match: *``. S3 applies it only if the key
   is absent, atomically, so exactly one racing creator wins.
 * ``replace``: ``PutObject`` with ``If-Match: <etag>`` (a plain ``PutObject`` when
-  ``if_match`` is None).
+  ``if_match`` is None). The etag goes unquoted, the one form every server matches
+  (Ceph RGW rejects the quoted one S3 returns). On a 412 one ``HeadObject`` tells a
+  stale etag from a missing key, which RGW also answers with 412 (S3 and moto: 404).
 * ``read``: one ``GetObject``. ``list``: ``ListObjectsV2`` with ``StartAfter``, one
   request per 1,000 keys (s3fs's ``ls``/``find`` never pass ``StartAfter``).
   ``children``: ``ListObjectsV2`` with ``Delimiter="/"``.
@@ -177,6 +179,17 @@ def _classify(exc: BaseException) -> _Failure:
         str(message),
         False,
     )
+
+
+def _unquoted(etag: str) -> str:
+    """``etag`` without the double quotes S3 puts around it.
+
+    S3 and moto match ``If-Match`` against either form; Ceph RGW only against the
+    bare one, so the store always sends that.
+    """
+    if len(etag) >= 2 and etag[0] == etag[-1] == '"':
+        return etag[1:-1]
+    return etag
 
 
 def _split_url(url: str) -> tuple[str, str]:
@@ -420,7 +433,7 @@ class S3Store(ObjectStore):
 
     async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:
         full = self._key(key)
-        match = {} if if_match is None else {"IfMatch": if_match}
+        match = {} if if_match is None else {"IfMatch": _unquoted(if_match)}
 
         async def put(fs: Any) -> str:
             out = await fs._call_s3(
@@ -428,7 +441,14 @@ class S3Store(ObjectStore):
             )
             return str(out["ETag"])
 
-        return await self._run("replace", key, put, idempotent=if_match is None)
+        try:
+            return await self._run("replace", key, put, idempotent=if_match is None)
+        except PreconditionFailedError:
+            # Ceph RGW answers 412, not 404, for If-Match on a missing key; one
+            # HEAD, on the failure path only, tells the two apart.
+            if not await self._exists("replace", key, full):
+                raise ObjectNotFoundError(key) from None
+            raise
 
     async def read(self, key: str) -> tuple[bytes, str]:
         full = self._key(key)
@@ -502,18 +522,25 @@ class S3Store(ObjectStore):
             if token is None:
                 return sorted(names)
 
-    async def delete(self, key: str) -> bool:
-        full = self._key(key)
+    async def _exists(self, op: str, key: str, full: str) -> bool:
+        """Whether ``full`` exists now (one ``HeadObject`` on behalf of ``op``)."""
 
         async def head(fs: Any) -> None:
             await fs._call_s3("head_object", Bucket=self.bucket, Key=full)
 
+        try:
+            await self._run(op, key, head, idempotent=True)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    async def delete(self, key: str) -> bool:
+        full = self._key(key)
+
         async def remove(fs: Any) -> None:
             await fs._call_s3("delete_object", Bucket=self.bucket, Key=full)
 
-        try:
-            await self._run("delete", key, head, idempotent=True)
-        except ObjectNotFoundError:
+        if not await self._exists("delete", key, full):
             return False
         await self._run("delete", key, remove, idempotent=True)
         return True

@@ -4,7 +4,9 @@ A loopback proxy in front of moto records every HTTP request. Each test measures
 fresh store, so opening the session is included: it must send nothing.
 
     create        1 PUT  (If-None-Match: *)
-    replace       1 PUT  (If-Match: <etag>, or none when unconditional)
+    replace       1 PUT  (If-Match: <unquoted etag>, or none when unconditional);
+                  + 1 HEAD when it fails with 412 (a stale etag or, on Ceph RGW,
+                  a missing key)
     read          1 GET
     read_many     1 GET per key
     list          1 GET (ListObjectsV2) per 1,000 keys, StartAfter on the first
@@ -29,6 +31,7 @@ from journal.errors import (
 from tests.services.s3 import (  # noqa: F401
     BIG_DIRS,
     BIG_PREFIX,
+    Fault,
     S3Proxy,
     Seen,
     big_key,
@@ -100,7 +103,8 @@ async def test_replace_is_one_put(proxy: S3Proxy, bucket: str) -> None:
     store = await measured(proxy, bucket)
     new = await store.replace("LEASE", b"epoch 2", if_match=etag)
     assert summary(proxy.seen) == ["PUT"]
-    assert proxy.seen[0].headers["if-match"] == etag
+    assert etag.startswith('"')  # S3 quotes its etags ...
+    assert proxy.seen[0].headers["if-match"] == etag.strip('"')  # ... RGW matches bare
     assert "if-none-match" not in proxy.seen[0].headers
 
     proxy.clear()
@@ -111,8 +115,59 @@ async def test_replace_is_one_put(proxy: S3Proxy, bucket: str) -> None:
     proxy.clear()
     with pytest.raises(PreconditionFailedError):
         await store.replace("LEASE", b"epoch 3", if_match=etag)
-    assert summary(proxy.seen) == ["PUT"]
+    assert summary(proxy.seen) == ["PUT", "HEAD"]
     assert new != etag
+    await store.aclose()
+
+
+def rgw_if_match(seen: Seen) -> Fault | None:
+    """Ceph RGW's If-Match: a quoted etag never matches (412)."""
+    if seen.method == "PUT" and seen.headers.get("if-match", "").startswith('"'):
+        return Fault(412, "PreconditionFailed")
+    return None
+
+
+def rgw_missing_key(seen: Seen) -> Fault | None:
+    """Ceph RGW's If-Match on a key that does not exist: 412, not 404."""
+    if seen.method == "PUT" and "if-match" in seen.headers:
+        return Fault(412, "PreconditionFailed")
+    return None
+
+
+async def test_compare_and_swap_passes_a_strict_if_match(
+    proxy: S3Proxy, bucket: str
+) -> None:
+    store = await measured(proxy, bucket)
+    etag = await store.create("LEASE", b"epoch 1")
+    proxy.inject(rgw_if_match)
+    new = await store.replace("LEASE", b"epoch 2", if_match=etag)
+    assert await store.read("LEASE") == (b"epoch 2", new)
+    # An etag handed in bare (as some callers store it) goes out the same way.
+    newer = await store.replace("LEASE", b"epoch 3", if_match=new.strip('"'))
+    assert await store.read("LEASE") == (b"epoch 3", newer)
+    await store.aclose()
+
+
+async def test_412_for_a_missing_key_is_not_found(proxy: S3Proxy, bucket: str) -> None:
+    store = await measured(proxy, bucket)
+    proxy.inject(rgw_missing_key)
+    with pytest.raises(ObjectNotFoundError):
+        await store.replace("LEASE", b"epoch 1", if_match='"0123abcd"')
+    assert summary(proxy.seen) == ["PUT", "HEAD"]
+    await store.aclose()
+
+
+async def test_412_for_a_present_key_stays_a_failed_precondition(
+    proxy: S3Proxy, bucket: str
+) -> None:
+    store = await measured(proxy, bucket)
+    await store.create("LEASE", b"epoch 1")
+    proxy.clear()
+    proxy.inject(rgw_missing_key)
+    with pytest.raises(PreconditionFailedError):
+        await store.replace("LEASE", b"epoch 2", if_match='"0123abcd"')
+    assert summary(proxy.seen) == ["PUT", "HEAD"]
+    assert (await store.read("LEASE"))[0] == b"epoch 1"
     await store.aclose()
 
 

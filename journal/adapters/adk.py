@@ -1,0 +1,484 @@
+"""Google ADK sessions on the journal: ``JournalSessionService``.
+
+Each ADK session is one journal thread (``thread_key(app_name, user_id,
+session_id)``); app-scoped and user-scoped state live in threads of their own.
+Everything is an event, so history is kept:
+
+* ``AdkSessionCreated`` (the session's own initial state), ``AdkEventAppended`` (one
+  ADK event, its state delta kept apart so bytes and other msgpack values survive),
+  ``AdkSessionDeleted`` (a tombstone: the id can be created again);
+* ``AdkScopedStateUpdated`` on the app and user threads.
+
+Stale writers are caught with the journal's integer versions, not timestamps: a
+session object remembers the thread version it was read at, and ``append_event``
+commits with ``expected_version`` under the thread's writer lease. Of two
+``run_async`` on one session, the one whose read the other moved past gets
+``StaleSessionError`` at its next write and writes nothing more, so each run's
+events stay one contiguous block (adk-python #4751: ADK 1.24's database service
+reloaded and continued there, interleaving the runs). Lease and fencing failures
+surface as ``StaleSessionError`` too, with the journal's error as the cause.
+
+A crash between a session's commit and its app/user state updates leaves those
+updates unapplied; they are written with the session version as ``batch_id``, so a
+retry of the same append is idempotent, but nothing replays them later.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event as AdkEvent
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+from pydantic_core import to_jsonable_python
+
+from journal.codec import register_event
+from journal.errors import ConflictError, LeaseError
+from journal.events import Event
+from journal.keys import ThreadKey
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from journal.engine.facade import Journal
+
+__all__ = [
+    "AdkEventAppended",
+    "AdkScopedStateUpdated",
+    "AdkSessionCreated",
+    "AdkSessionDeleted",
+    "JournalSessionService",
+    "default_thread_key",
+]
+
+_NAMESPACE = "adk"
+_APP_THREAD = "adk-app-state"
+_USER_THREAD = "adk-user-state"
+
+
+class AdkSessionCreated(Event, frozen=True, kw_only=True):
+    """A session (re)created, with its session-scoped initial state (msgpack)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    state: bytes
+    created_at: float
+
+
+class AdkEventAppended(Event, frozen=True, kw_only=True):
+    """One ADK event: its JSON without the state delta, and the delta (msgpack)."""
+
+    event: bytes
+    state_delta: bytes
+
+
+class AdkSessionDeleted(Event, frozen=True, kw_only=True):
+    """The session was deleted; its history stays in the log."""
+
+    deleted_at: float
+
+
+class AdkScopedStateUpdated(Event, frozen=True, kw_only=True):
+    """App- or user-scoped keys set (msgpack, prefixes removed)."""
+
+    delta: bytes
+
+
+for _cls in (
+    AdkSessionCreated,
+    AdkEventAppended,
+    AdkSessionDeleted,
+    AdkScopedStateUpdated,
+):
+    register_event(_cls, required=False)
+
+
+def default_thread_key(app_name: str, user_id: str, session_id: str) -> ThreadKey:
+    """The thread of an ADK session: agent ``app_name``, namespace ``adk``.
+
+    A replacement must keep ``agent_id=app_name`` and ``user_id=user_id`` (that is
+    how ``list_sessions`` finds sessions) and use a thread id not starting with
+    ``adk-``; it may scope the namespace or the session id.
+    """
+    return ThreadKey(app_name, session_id, user_id=user_id, namespace=_NAMESPACE)
+
+
+def _enc_hook(value: Any) -> Any:
+    # Values msgpack has no type for (pydantic models, sets, ...) go in their JSON
+    # form, as ADK's own database service stores them.
+    return to_jsonable_python(value)
+
+
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+_DECODER = msgspec.msgpack.Decoder(dict[str, Any])
+
+
+def _pack(state: dict[str, Any]) -> bytes:
+    return _ENCODER.encode(state)
+
+
+def _unpack(data: bytes) -> dict[str, Any]:
+    return _DECODER.decode(data) if data else {}
+
+
+class _Folded(msgspec.Struct):
+    """A session thread read back: the live session, or why there is none."""
+
+    version: int = 0
+    created: AdkSessionCreated | None = None
+    deleted: bool = False
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    events: list[AdkEvent] = msgspec.field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.created is not None and not self.deleted
+
+
+def _event_of(item: AdkEventAppended) -> AdkEvent:
+    event = AdkEvent.model_validate_json(item.event)
+    delta = _unpack(item.state_delta)
+    if delta:
+        event.actions.state_delta = delta
+    return event
+
+
+class JournalSessionService(BaseSessionService):
+    """An ADK ``BaseSessionService`` storing each session as a journal thread.
+
+    Args:
+        journal: The journal (any URL: local, memory, S3).
+        thread_key: Maps ``(app_name, user_id, session_id)`` to a thread; see
+            :func:`default_thread_key` for what a replacement must keep.
+        holder: This process's writer id (default: a new unique one).
+        lease_ttl: The writer lease's duration in seconds.
+        lease_wait: How long a write waits for another writer's lease, in seconds.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        thread_key: Callable[[str, str, str], ThreadKey] = default_thread_key,
+        holder: str | None = None,
+        lease_ttl: float = 30.0,
+        lease_wait: float = 10.0,
+    ) -> None:
+        if lease_wait < 0 or lease_ttl <= 0:
+            raise ValueError("lease_ttl must be positive and lease_wait >= 0")
+        self.journal = journal
+        self.thread_key = thread_key
+        self.holder = holder or f"adk-{uuid.uuid4().hex[:12]}"
+        self.lease_ttl = lease_ttl
+        self.lease_wait = lease_wait
+        # The version each session object handed out was read at; keyed by id()
+        # with a weak reference checking the object is still the same one.
+        self._versions: dict[int, tuple[weakref.ref[Session], int]] = {}
+
+    # --- keys and versions ---------------------------------------------------------
+
+    def _key(self, app_name: str, user_id: str, session_id: str) -> ThreadKey:
+        return self.thread_key(app_name, user_id, session_id)
+
+    @staticmethod
+    def _app_key(app_name: str) -> ThreadKey:
+        return ThreadKey(app_name, "app", thread_id=_APP_THREAD, namespace=_NAMESPACE)
+
+    @staticmethod
+    def _user_key(app_name: str, user_id: str) -> ThreadKey:
+        return ThreadKey(
+            app_name,
+            "user",
+            user_id=user_id,
+            thread_id=_USER_THREAD,
+            namespace=_NAMESPACE,
+        )
+
+    def _remember(self, session: Session, version: int) -> None:
+        ident = id(session)
+        self._versions[ident] = (
+            weakref.ref(session, lambda _: self._versions.pop(ident, None)),
+            version,
+        )
+
+    def version_of(self, session: Session) -> int | None:
+        """The thread version ``session`` was read at (None if not from here)."""
+        entry = self._versions.get(id(session))
+        if entry is None or entry[0]() is not session:
+            return None
+        return entry[1]
+
+    def _writer(self, key: ThreadKey) -> Any:
+        return self.journal.writer(
+            key,
+            self.holder,
+            lease_ttl=self.lease_ttl,
+            wait=self.lease_wait,
+            recover_runs=False,
+            defer_fence=True,
+        )
+
+    # --- reading -------------------------------------------------------------------
+
+    async def _fold(self, key: ThreadKey) -> _Folded:
+        folded = _Folded()
+        async for record in self.journal.records(key):
+            folded.version = record.version
+            for item in record.events:
+                if isinstance(item, AdkSessionCreated):
+                    folded = _Folded(
+                        record.version, item, False, _unpack(item.state), []
+                    )
+                elif isinstance(item, AdkSessionDeleted):
+                    folded.deleted = True
+                elif isinstance(item, AdkEventAppended) and folded.live:
+                    event = _event_of(item)
+                    folded.events.append(event)
+                    for name, value in event.actions.state_delta.items():
+                        if not name.startswith(
+                            (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
+                        ):
+                            folded.state[name] = value
+        return folded
+
+    async def _scoped(self, key: ThreadKey) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        async for record in self.journal.records(key):
+            for item in record.events:
+                if isinstance(item, AdkScopedStateUpdated):
+                    state.update(_unpack(item.delta))
+        return state
+
+    async def _session_of(
+        self,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        folded: _Folded,
+        events: list[AdkEvent],
+    ) -> Session:
+        assert folded.created is not None  # noqa: S101 (callers check live)
+        state = dict(folded.state)
+        for name, value in (await self._scoped(self._app_key(app_name))).items():
+            state[State.APP_PREFIX + name] = value
+        user = await self._scoped(self._user_key(app_name, user_id))
+        for name, value in user.items():
+            state[State.USER_PREFIX + name] = value
+        last = folded.events[-1].timestamp if folded.events else None
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=state,
+            events=events,
+            last_update_time=last if last is not None else folded.created.created_at,
+        )
+        self._remember(session, folded.version)
+        return session
+
+    # --- writing -------------------------------------------------------------------
+
+    async def _write_scoped(
+        self, app_name: str, user_id: str, state: dict[str, Any], batch: str
+    ) -> None:
+        app: dict[str, Any] = {}
+        user: dict[str, Any] = {}
+        for name, value in state.items():
+            if name.startswith(State.APP_PREFIX):
+                app[name.removeprefix(State.APP_PREFIX)] = value
+            elif name.startswith(State.USER_PREFIX):
+                user[name.removeprefix(State.USER_PREFIX)] = value
+        for key, delta in (
+            (self._app_key(app_name), app),
+            (self._user_key(app_name, user_id), user),
+        ):
+            if delta:
+                async with self._writer(key) as writer:
+                    await writer.append(
+                        [AdkScopedStateUpdated(delta=_pack(delta))], batch_id=batch
+                    )
+
+    # --- the BaseSessionService interface -------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session (``AlreadyExistsError`` if the id is live)."""
+        session_id = (session_id or "").strip() or uuid.uuid4().hex
+        key = self._key(app_name, user_id, session_id)
+        initial = dict(state or {})
+        own = {
+            k: v
+            for k, v in initial.items()
+            if not k.startswith(
+                (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
+            )
+        }
+        created = AdkSessionCreated(
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            state=_pack(own),
+            created_at=time.time(),
+        )
+        try:
+            async with self._writer(key) as writer:
+                if (await self._fold(key)).live:
+                    raise AlreadyExistsError(
+                        f"Session with id {session_id} already exists."
+                    )
+                record = await writer.append([created])
+        except (ConflictError, LeaseError) as exc:
+            raise StaleSessionError(
+                f"creating session {session_id!r} of {app_name!r}: {exc}"
+            ) from exc
+        await self._write_scoped(
+            app_name, user_id, initial, f"{key.model_dump_json()}@{record.version}"
+        )
+        folded = _Folded(record.version, created, False, own, [])
+        return await self._session_of(app_name, user_id, session_id, folded, [])
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """The session with app/user state merged, or None if unknown or deleted."""
+        session_id = session_id.strip() if session_id else session_id
+        folded = await self._fold(self._key(app_name, user_id, session_id))
+        if not folded.live:
+            return None
+        events = folded.events
+        if config is not None:
+            if config.num_recent_events is not None:
+                events = (
+                    events[-config.num_recent_events :]
+                    if config.num_recent_events
+                    else []
+                )
+            if config.after_timestamp is not None:
+                after = config.after_timestamp
+                events = [e for e in events if e.timestamp >= after]
+        return await self._session_of(
+            app_name, user_id, session_id, folded, list(events)
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The live sessions (no events), oldest update first."""
+        sessions: list[Session] = []
+        users: Any = ... if user_id is None else user_id
+        async for key in self.journal.threads(agent_id=app_name, user_id=users):
+            if key.thread_id.startswith("adk-"):
+                continue
+            folded = await self._fold(key)
+            created = folded.created
+            if not folded.live or created is None or created.app_name != app_name:
+                continue
+            if user_id is not None and created.user_id != user_id:
+                continue
+            session = await self._session_of(
+                app_name, created.user_id, created.session_id, folded, []
+            )
+            sessions.append(session)
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    async def delete_session(
+        self, *, app_name: str, user_id: str, session_id: str
+    ) -> None:
+        """Delete a session (a tombstone; nothing happens if it is not live)."""
+        session_id = session_id.strip() if session_id else session_id
+        key = self._key(app_name, user_id, session_id)
+        if not (await self._fold(key)).live:
+            return
+        try:
+            async with self._writer(key) as writer:
+                if (await self._fold(key)).live:
+                    await writer.append([AdkSessionDeleted(deleted_at=time.time())])
+        except (ConflictError, LeaseError) as exc:
+            raise StaleSessionError(
+                f"deleting session {session_id!r} of {app_name!r}: {exc}"
+            ) from exc
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user-scoped state, keys without the ``user:`` prefix."""
+        return await self._scoped(self._user_key(app_name, user_id))
+
+    async def append_event(self, session: Session, event: AdkEvent) -> AdkEvent:
+        """Commit ``event`` if ``session`` is still the thread's head.
+
+        Raises:
+            SessionNotFoundError: The session does not exist or was deleted.
+            StaleSessionError: Another writer committed since ``session`` was read,
+                or the thread's lease could not be had or was lost.
+        """
+        if event.partial:
+            return event
+        key = self._key(session.app_name, session.user_id, session.id)
+        expected = self.version_of(session)
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        delta = dict(event.actions.state_delta) if event.actions else {}
+        body = event.model_copy(deep=True)
+        body.actions.state_delta = {}
+        item = AdkEventAppended(
+            event=body.model_dump_json(exclude_none=True).encode(),
+            state_delta=_pack(delta),
+        )
+        try:
+            async with self._writer(key) as writer:
+                if expected is None or writer.version != expected:
+                    folded = await self._fold(key)
+                    if not folded.live:
+                        raise SessionNotFoundError(f"Session {session.id} not found.")
+                    if any(e.id == event.id for e in folded.events):
+                        return event  # a retry of an append that was committed
+                    if expected is None and [e.id for e in folded.events] == [
+                        e.id for e in session.events
+                    ]:
+                        expected = folded.version  # built by hand, but current
+                    else:
+                        raise StaleSessionError(
+                            f"session {session.id!r} of {session.app_name!r} was "
+                            f"read at version {expected}, the thread is at "
+                            f"{folded.version}: reload it"
+                        )
+                record = await writer.append(
+                    [item], expected_version=expected, batch_id=f"adk-{event.id}"
+                )
+        except (ConflictError, LeaseError) as exc:
+            raise StaleSessionError(
+                f"appending to session {session.id!r} of {session.app_name!r}: {exc}"
+            ) from exc
+        await self._write_scoped(
+            session.app_name,
+            session.user_id,
+            delta,
+            f"{key.model_dump_json()}@{record.version}",
+        )
+        session.last_update_time = event.timestamp
+        self._remember(session, record.version)
+        return self._commit_event_to_session(session, event)

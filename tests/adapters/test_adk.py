@@ -1,0 +1,399 @@
+"""The ADK session service on the journal.
+
+Ports the behaviours ADK's own session-service tests check (duplicate and stripped
+ids, unknown and deleted sessions, stale writers, app/user/temp delta semantics,
+GetSessionConfig, bytes and metadata round trips, listing) and adds the one ADK's
+database service fails: two concurrent ``run_async`` on one session never
+interleave and nothing acknowledged is lost (adk-python #4751). Two processes
+writing one session lose nothing either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events import Event, EventActions
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions.base_session_service import GetSessionConfig
+from google.genai import types
+
+from journal import Journal, ThreadKey
+from journal.adapters.adk import JournalSessionService, default_thread_key
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
+APP, USER = "app", "alice"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["memory", "file"])
+async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Journal:
+    # Memory journals of one name are shared in the process: one name per test.
+    url = (
+        f"memory://adk-{uuid.uuid4().hex}"
+        if request.param == "memory"
+        else str(tmp_path / "j")
+    )
+    return Journal.open(url)
+
+
+@pytest.fixture
+def service(journal: Journal) -> JournalSessionService:
+    return JournalSessionService(journal)
+
+
+def text_event(text: str, *, author: str = "user", **kw: object) -> Event:
+    return Event(
+        author=author,
+        invocation_id=kw.pop("invocation_id", "inv"),  # type: ignore[arg-type]
+        content=types.Content(role="user", parts=[types.Part(text=text)]),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def delta_event(**delta: object) -> Event:
+    return Event(
+        author="agent", invocation_id="inv", actions=EventActions(state_delta=delta)
+    )
+
+
+async def test_create_and_get(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER, state={"a": 1})
+    got = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert got is not None
+    assert (got.id, got.app_name, got.user_id, got.state) == (
+        made.id,
+        APP,
+        USER,
+        {"a": 1},
+    )
+    assert got.events == []
+    assert (
+        await service.get_session(app_name=APP, user_id="bob", session_id=made.id)
+        is None
+    )
+    assert (
+        await service.get_session(app_name="other", user_id=USER, session_id=made.id)
+        is None
+    )
+
+
+async def test_duplicate_id_is_refused(service: JournalSessionService) -> None:
+    await service.create_session(app_name=APP, user_id=USER, session_id="s1")
+    with pytest.raises(AlreadyExistsError, match="s1"):
+        await service.create_session(app_name=APP, user_id=USER, session_id="s1")
+    # The same id for another user is another session.
+    await service.create_session(app_name=APP, user_id="bob", session_id="s1")
+
+
+async def test_ids_are_stripped(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="  s1 ")
+    assert made.id == "s1"
+    with pytest.raises(AlreadyExistsError):
+        await service.create_session(app_name=APP, user_id=USER, session_id="s1")
+    assert await service.get_session(app_name=APP, user_id=USER, session_id=" s1 ")
+    await service.delete_session(app_name=APP, user_id=USER, session_id=" s1")
+    assert (
+        await service.get_session(app_name=APP, user_id=USER, session_id="s1") is None
+    )
+
+
+async def test_unknown_session(service: JournalSessionService) -> None:
+    assert (
+        await service.get_session(app_name=APP, user_id=USER, session_id="nope") is None
+    )
+    await service.delete_session(app_name=APP, user_id=USER, session_id="nope")
+    made = await service.create_session(app_name=APP, user_id=USER)
+    ghost = made.model_copy(update={"id": "nope"})
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(ghost, text_event("hi"))
+
+
+async def test_deleted_session(
+    service: JournalSessionService, journal: Journal
+) -> None:
+    made = await service.create_session(
+        app_name=APP, user_id=USER, session_id="s", state={"k": 1}
+    )
+    await service.append_event(made, text_event("before"))
+    await service.delete_session(app_name=APP, user_id=USER, session_id="s")
+    assert await service.get_session(app_name=APP, user_id=USER, session_id="s") is None
+    assert (await service.list_sessions(app_name=APP)).sessions == []
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(made, text_event("after"))
+    # The id can be used again, from scratch; the old history stays in the log.
+    again = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    assert again.state == {}
+    assert again.events == []
+    key = default_thread_key(APP, USER, "s")
+    kinds = [type(e).__name__ async for r in journal.records(key) for e in r.events]
+    assert kinds.count("AdkSessionCreated") == 2
+    assert "AdkSessionDeleted" in kinds
+
+
+async def test_stale_writer_is_refused(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    first = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+    second = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert first is not None
+    assert second is not None
+    await service.append_event(first, text_event("one"))
+    with pytest.raises(StaleSessionError, match="version"):
+        await service.append_event(second, text_event("two"))
+    # The session object that wrote keeps going; the stale one wrote nothing.
+    await service.append_event(first, text_event("three"))
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stored is not None
+    assert [e.content.parts[0].text for e in stored.events] == ["one", "three"]
+
+
+async def test_retried_append_is_idempotent(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER)
+    event = text_event("once")
+    await service.append_event(made, event)
+    stale = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stale is not None
+    await service.append_event(made, text_event("next"))
+    # The same event again (a retry after a lost reply) is not committed twice.
+    await service.append_event(stale, event)
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stored is not None
+    assert [e.id for e in stored.events].count(event.id) == 1
+
+
+async def test_partial_events_are_not_stored(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER)
+    await service.append_event(made, text_event("streaming", partial=True))
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stored is not None
+    assert stored.events == []
+
+
+async def test_state_scopes(service: JournalSessionService) -> None:
+    s1 = await service.create_session(
+        app_name=APP,
+        user_id=USER,
+        state={"own": 1, "app:a": 1, "user:u": 1, "temp:t": 1},
+    )
+    assert s1.state == {"own": 1, "app:a": 1, "user:u": 1}
+    await service.append_event(
+        s1, delta_event(own=2, **{"app:a": 2, "user:u": 2, "temp:t": 9})
+    )
+    # temp: is visible to the running invocation, never stored.
+    assert s1.state["temp:t"] == 9
+    s2 = await service.create_session(app_name=APP, user_id=USER)
+    other = await service.create_session(app_name=APP, user_id="bob")
+    assert s2.state == {"app:a": 2, "user:u": 2}
+    assert other.state == {"app:a": 2}
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=s1.id)
+    assert stored is not None
+    assert stored.state == {"own": 2, "app:a": 2, "user:u": 2}
+    assert "temp:t" not in stored.events[0].actions.state_delta
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"u": 2}
+    assert await service.get_user_state(app_name=APP, user_id="nobody") == {}
+
+
+async def test_delta_overwrites_and_keeps(service: JournalSessionService) -> None:
+    made = await service.create_session(
+        app_name=APP, user_id=USER, state={"a": 1, "b": 1}
+    )
+    await service.append_event(made, delta_event(a=2))
+    await service.append_event(made, delta_event(c=[1, {"x": None}]))
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stored is not None
+    assert stored.state == {"a": 2, "b": 1, "c": [1, {"x": None}]}
+    assert stored.state == made.state
+
+
+async def test_bytes_and_metadata_round_trip(service: JournalSessionService) -> None:
+    made = await service.create_session(
+        app_name=APP, user_id=USER, state={"blob": b"\x00\xff", "user:key": b"\x01"}
+    )
+    event = Event(
+        author="user",
+        invocation_id="inv",
+        content=types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    inline_data=types.Blob(data=b"\x89PNG\x00", mime_type="image/png")
+                ),
+                types.Part(text="look"),
+            ],
+        ),
+        custom_metadata={"trace": {"id": "t1", "n": [1, 2]}},
+        actions=EventActions(state_delta={"more": b"\xfe"}),
+    )
+    await service.append_event(made, event)
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert stored is not None
+    (back,) = stored.events
+    assert back == event
+    assert back.content.parts[0].inline_data.data == b"\x89PNG\x00"
+    assert back.custom_metadata == {"trace": {"id": "t1", "n": [1, 2]}}
+    assert stored.state == {"blob": b"\x00\xff", "more": b"\xfe", "user:key": b"\x01"}
+
+
+async def test_get_session_config(service: JournalSessionService) -> None:
+    made = await service.create_session(app_name=APP, user_id=USER)
+    for i in range(5):
+        await service.append_event(made, text_event(str(i), timestamp=1000.0 + i))
+
+    async def texts(config: GetSessionConfig) -> list[str]:
+        got = await service.get_session(
+            app_name=APP, user_id=USER, session_id=made.id, config=config
+        )
+        assert got is not None
+        return [e.content.parts[0].text for e in got.events]
+
+    assert await texts(GetSessionConfig(num_recent_events=2)) == ["3", "4"]
+    assert await texts(GetSessionConfig(num_recent_events=0)) == []
+    assert await texts(GetSessionConfig(after_timestamp=1002.0)) == ["2", "3", "4"]
+    assert await texts(GetSessionConfig(num_recent_events=10)) == list("01234")
+    with pytest.raises(ValueError, match="num_recent_events"):
+        GetSessionConfig(num_recent_events=-1)
+
+
+async def test_list_sessions(service: JournalSessionService) -> None:
+    a = await service.create_session(app_name=APP, user_id=USER, session_id="a")
+    await service.create_session(app_name=APP, user_id="bob", session_id="b")
+    await service.create_session(app_name="other", user_id=USER, session_id="c")
+    await service.append_event(a, text_event("latest", timestamp=4_000_000_000.0))
+    mine = (await service.list_sessions(app_name=APP, user_id=USER)).sessions
+    assert [s.id for s in mine] == ["a"]
+    assert mine[0].events == []
+    everyone = (await service.list_sessions(app_name=APP)).sessions
+    assert [s.id for s in everyone] == ["b", "a"]  # oldest update first
+    assert (await service.list_sessions(app_name=APP, user_id="nobody")).sessions == []
+
+
+async def test_thread_key_can_be_replaced(journal: Journal) -> None:
+    def scoped(app: str, user: str, session: str) -> ThreadKey:
+        return ThreadKey(app, session, user_id=user, namespace="tenant-7")
+
+    service = JournalSessionService(journal, thread_key=scoped)
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    await service.append_event(made, text_event("hi"))
+    assert (
+        await journal.head(ThreadKey(APP, "s", user_id=USER, namespace="tenant-7")) == 2
+    )
+    assert [s.id for s in (await service.list_sessions(app_name=APP)).sessions] == ["s"]
+
+
+# --- two concurrent run_async on one session (adk-python #4751) -------------------
+
+
+class SlowModel(BaseLlm):
+    """Answers after yielding to the event loop, so two runs overlap."""
+
+    model: str = "slow"
+
+    async def generate_content_async(
+        self, llm_request: object, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        yield LlmResponse(
+            content=types.Content(role="model", parts=[types.Part(text="answer")])
+        )
+
+
+async def run(runner: Runner, session_id: str, text: str) -> list[Event]:
+    message = types.Content(role="user", parts=[types.Part(text=text)])
+    return [
+        event
+        async for event in runner.run_async(
+            user_id=USER, session_id=session_id, new_message=message
+        )
+    ]
+
+
+async def test_concurrent_runs_never_interleave(service: JournalSessionService) -> None:
+    """Each run's events stay one contiguous block; the loser stops at once.
+
+    Whichever run writes second from a read the other has moved past gets
+    StaleSessionError at that write and writes nothing more, so no event is ever
+    committed on top of a history its run did not see. (ADK's database service,
+    since 1.24, reloads and continues there, interleaving the two runs.)
+    """
+    agent = LlmAgent(name="assistant", model=SlowModel())
+    runner = Runner(app_name=APP, agent=agent, session_service=service)
+    await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    outcomes = await asyncio.gather(
+        run(runner, "s", "first"), run(runner, "s", "second"), return_exceptions=True
+    )
+    failed = [o for o in outcomes if isinstance(o, BaseException)]
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(won) == 1, outcomes
+    assert len(failed) == 1, outcomes
+    assert isinstance(failed[0], StaleSessionError), outcomes
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert stored is not None
+    runs = [e.invocation_id for e in stored.events]
+    blocks = [i for n, i in enumerate(runs) if n == 0 or runs[n - 1] != i]
+    assert len(blocks) == len(set(blocks)), runs  # no run resumes after another
+    # Everything the winner produced is stored, ending the history.
+    winner = [e.id for e in won[0] if not e.partial]
+    assert [e.id for e in stored.events][-len(winner) :] == winner
+    assert stored.events[-1].content.parts[0].text == "answer"
+    # The loser can run again from a fresh read, after the winner's turn.
+    before = len(stored.events)
+    await run(runner, "s", "again")
+    stored = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert stored is not None
+    assert [e.author for e in stored.events[before:]] == ["user", "assistant"]
+
+
+# --- two processes writing one session ---------------------------------------------
+
+
+@pytest.mark.slow
+async def test_two_processes_lose_nothing(tmp_path: Path) -> None:
+    root = str(tmp_path / "j")
+    journal = Journal.open(root)
+    service = JournalSessionService(journal)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    count = 15
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.adapters._adk_child",
+                root,
+                "s",
+                name,
+                str(count),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("p1", "p2")
+    ]
+    for child in children:
+        _out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+    stored = await service.get_session(app_name="app", user_id="u", session_id="s")
+    assert stored is not None
+    seen = [e.invocation_id for e in stored.events]
+    for name in ("p1", "p2"):
+        mine = [i for i in seen if i.startswith(name)]
+        assert mine == [f"{name}-{i}" for i in range(count)]  # all, once, in order
+    assert len(seen) == 2 * count
+    key = default_thread_key("app", "u", "s")
+    assert await journal.head(key) == 2 * count + 1
+    assert (await journal.verify(key)).ok
