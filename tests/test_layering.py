@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "journal.runtime": RUNTIME,
     "journal.cli": FACES,
     "journal.web": FACES,
+    "journal.adapters": FACES,
     "journal.demo": FACES,
     "journal._demo_child": FACES,
     "journal.__main__": FACES,
