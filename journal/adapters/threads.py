@@ -72,7 +72,10 @@ class ThreadLeases:
         self.wait = wait
         self.keep = keep
         self._writers: dict[ThreadKey, ThreadWriter] = {}
-        self._locks: dict[ThreadKey, asyncio.Lock] = {}
+        # One lock per event loop and thread: an asyncio lock is bound to its loop,
+        # and an instance used from several loops (threads) still queues per loop
+        # while the lease itself serializes the loops.
+        self._locks: dict[tuple[int, ThreadKey], asyncio.Lock] = {}
 
     @contextlib.asynccontextmanager
     async def writing(self, key: ThreadKey) -> AsyncIterator[ThreadWriter]:
@@ -83,8 +86,7 @@ class ThreadLeases:
                 is dropped; the next operation acquires anew), or during this one.
             LeaseHeldError: Another holder's lease is live past ``wait``.
         """
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self._lock(key):
             writer = self._writers.pop(key, None)
             if writer is not None and not writer.lease_valid:
                 fenced = writer.fenced
@@ -118,9 +120,14 @@ class ThreadLeases:
             else:
                 await writer.close()
 
+    def _lock(self, key: ThreadKey) -> asyncio.Lock:
+        return self._locks.setdefault(
+            (id(asyncio.get_running_loop()), key), asyncio.Lock()
+        )
+
     async def release(self, key: ThreadKey) -> None:
         """Close the thread's kept writer, releasing its lease (no-op if none)."""
-        async with self._locks.setdefault(key, asyncio.Lock()):
+        async with self._lock(key):
             writer = self._writers.pop(key, None)
             if writer is not None:
                 await writer.close()
