@@ -276,6 +276,22 @@ class JournalSaver(BaseCheckpointSaver[int]):
                 loop = asyncio.get_running_loop()
         self.loop = loop
 
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold ``thread_id``'s writer lease for a whole run, then release it.
+
+        ``async with saver.hold(tid): await graph.ainvoke(..., config)`` makes the
+        run read the checkpoint no other process can supersede before it writes:
+        runs of one thread in several processes then take turns instead of
+        forking the checkpoint history.
+
+        Raises:
+            CheckpointLeaseHeldError: Another holder's lease is live past ``wait``.
+        """
+        with _framework_errors():
+            async with self.leases.holding(self.key_for(thread_id)):
+                yield
+
     async def release(self, thread_id: str) -> None:
         """Release the writer lease this saver keeps on ``thread_id``."""
         await self.leases.release(self.key_for(thread_id))
@@ -598,14 +614,17 @@ class JournalSaver(BaseCheckpointSaver[int]):
                 "JournalSaver's sync methods run on the event loop the saver was made "
                 "on; make it inside a running loop (or pass loop=)"
             )
-        with contextlib.suppress(RuntimeError):
-            if asyncio.get_running_loop() is loop:
-                coro.close()
-                raise RuntimeError(
-                    "a sync JournalSaver method was called on its own event loop's "
-                    "thread, where it would wait for itself; use the async method "
-                    "(aget_tuple, aput, ...) or call from another thread"
-                )
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError(
+                "a sync JournalSaver method was called on its own event loop's "
+                "thread, where it would wait for itself; use the async method "
+                "(aget_tuple, aput, ...) or call from another thread"
+            )
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -72,6 +72,7 @@ class ThreadLeases:
         self.wait = wait
         self.keep = keep
         self._writers: dict[ThreadKey, ThreadWriter] = {}
+        self._held: set[ThreadKey] = set()
         # One lock per event loop and thread: an asyncio lock is bound to its loop,
         # and an instance used from several loops (threads) still queues per loop
         # while the lease itself serializes the loops.
@@ -115,10 +116,29 @@ class ThreadLeases:
                 # start the next one from a fresh acquire.
                 await writer.close()
                 raise
-            if self.keep and not writer.fenced:
+            if (self.keep or key in self._held) and not writer.fenced:
                 self._writers[key] = writer
             else:
                 await writer.close()
+
+    @contextlib.asynccontextmanager
+    async def holding(self, key: ThreadKey) -> AsyncIterator[None]:
+        """Hold the thread's lease for a span of operations, then release it.
+
+        What a framework reads inside is what the next write builds on: no other
+        holder can commit to the thread between. Spans on one thread do not nest.
+
+        Raises:
+            LeaseHeldError: Another holder's lease is live past ``wait``.
+        """
+        self._held.add(key)
+        try:
+            async with self.writing(key):
+                pass
+            yield
+        finally:
+            self._held.discard(key)
+            await self.release(key)
 
     def _lock(self, key: ThreadKey) -> asyncio.Lock:
         return self._locks.setdefault(
