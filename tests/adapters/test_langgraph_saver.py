@@ -1,4 +1,4 @@
-"""JournalSaver beyond the conformance kit: sync methods, real graphs, deltas, leases."""
+"""JournalSaver beyond the conformance kit: sync twins, graphs, deltas, leases."""
 
 from __future__ import annotations
 
