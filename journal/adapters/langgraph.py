@@ -99,12 +99,17 @@ class CheckpointLeaseHeldError(CheckpointConflictError):
 
 
 class LangGraphChannelValue(msgspec.Struct, frozen=True):
-    """One channel's value at one version, as the saver's serializer typed it."""
+    """One channel's value at one version, as the saver's serializer typed it.
+
+    With ``base`` set, ``data`` holds only the items appended to the list the
+    channel held at version ``base`` (a delta); the value is that list plus them.
+    """
 
     channel: str
     version: Version
     type: str
     data: bytes
+    base: Version | None = None
 
 
 class LangGraphCheckpointSaved(Event, frozen=True, kw_only=True):
@@ -177,8 +182,8 @@ class _Thread:
     thread_id: str | None = None
     # ns -> checkpoint id -> what put stored
     checkpoints: dict[str, dict[str, _Saved]] = field(default_factory=dict)
-    # (ns, channel, version) -> typed value
-    blobs: dict[tuple[str, str, Version], tuple[str, bytes]] = field(
+    # (ns, channel, version) -> the stored value (whole, or a delta on a base)
+    blobs: dict[tuple[str, str, Version], LangGraphChannelValue] = field(
         default_factory=dict
     )
     # (ns, checkpoint id) -> (task id, idx) -> (task id, channel, value, task path)
@@ -192,10 +197,7 @@ def _apply(view: _Thread, record: Record) -> None:
         if isinstance(event, LangGraphCheckpointSaved):
             view.thread_id = event.thread_id
             for value in event.values:
-                view.blobs[(event.ns, value.channel, value.version)] = (
-                    value.type,
-                    value.data,
-                )
+                view.blobs[(event.ns, value.channel, value.version)] = value
             view.checkpoints.setdefault(event.ns, {})[event.checkpoint_id] = _Saved(
                 (event.checkpoint_type, event.checkpoint),
                 (event.metadata_type, event.metadata),
@@ -271,6 +273,8 @@ class JournalSaver(BaseCheckpointSaver[int]):
             journal, holder=holder, lease_ttl=lease_ttl, wait=wait, keep=keep
         )
         self.folds: ThreadFolds[_Thread] = ThreadFolds(journal, _Thread, _apply)
+        # The list channels this saver stored last, per thread: delta bases.
+        self._lists: dict[tuple[str, str, str], _ListChannel] = {}
         if loop is None:
             with contextlib.suppress(RuntimeError):
                 loop = asyncio.get_running_loop()
@@ -333,10 +337,6 @@ class JournalSaver(BaseCheckpointSaver[int]):
         ns = str(configurable.get("checkpoint_ns", ""))
         stripped: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = stripped.pop("channel_values", {})
-        stored_values = [
-            LangGraphChannelValue(channel, version, *self._dump_value(values, channel))
-            for channel, version in new_versions.items()
-        ]
         checkpoint_type, checkpoint_bytes = self.serde.dumps_typed(stripped)
         metadata_type, metadata_bytes = self.serde.dumps_typed(
             get_checkpoint_metadata(config, metadata)
@@ -352,10 +352,13 @@ class JournalSaver(BaseCheckpointSaver[int]):
             checkpoint=checkpoint_bytes,
             metadata_type=metadata_type,
             metadata=metadata_bytes,
-            values=stored_values,
         )
         async with self._commit(thread_id) as commit:
-            commit.events.append(event)
+            stored = [
+                self._store_value(commit.view, thread_id, ns, channel, version, values)
+                for channel, version in new_versions.items()
+            ]
+            commit.events.append(msgspec.structs.replace(event, values=stored))
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -364,10 +367,48 @@ class JournalSaver(BaseCheckpointSaver[int]):
             }
         }
 
-    def _dump_value(self, values: dict[str, Any], channel: str) -> tuple[str, bytes]:
+    def _store_value(
+        self,
+        view: _Thread,
+        thread_id: str,
+        ns: str,
+        channel: str,
+        version: Version,
+        values: dict[str, Any],
+    ) -> LangGraphChannelValue:
+        """The channel's new value as stored: whole, or what it appended to a list.
+
+        A list channel (``messages``) that only grew since this saver last stored
+        it is stored as the appended items on that earlier version, so a turn
+        costs its new messages, not the conversation. A whole value is stored
+        again once the deltas since the last whole one add up to its size, which
+        keeps both the bytes written (at most about twice the value) and the chain
+        a read folds (at most one whole value's worth) bounded.
+        """
         if channel not in values:
-            return ("empty", b"")
-        return self.serde.dumps_typed(values[channel])
+            self._lists.pop((thread_id, ns, channel), None)
+            return LangGraphChannelValue(channel, version, "empty", b"")
+        value = values[channel]
+        cached = self._lists.get((thread_id, ns, channel))
+        if (
+            isinstance(value, list)
+            and cached is not None
+            and cached.since_whole < cached.whole_size
+            and (ns, channel, cached.version) in view.blobs
+            and len(value) >= len(cached.items)
+            and value[: len(cached.items)] == cached.items
+        ):
+            kind, data = self.serde.dumps_typed(value[len(cached.items) :])
+            base = cached.version
+            cached.since_whole += len(data)
+            cached.version, cached.items = version, list(value)
+            return LangGraphChannelValue(channel, version, kind, data, base)
+        kind, data = self.serde.dumps_typed(value)
+        if isinstance(value, list):
+            self._lists[(thread_id, ns, channel)] = _ListChannel(
+                version, list(value), len(data)
+            )
+        return LangGraphChannelValue(channel, version, kind, data)
 
     async def aput_writes(
         self,
@@ -432,15 +473,17 @@ class JournalSaver(BaseCheckpointSaver[int]):
         """
         source = await self.folds.read(self.key_for(source_thread_id))
         events: list[object] = []
+        copied: set[tuple[str, str, Version]] = set()
         for ns, saved in source.checkpoints.items():
             for checkpoint_id in sorted(saved):
                 entry = saved[checkpoint_id]
                 checkpoint = self.serde.loads_typed(entry.checkpoint)
-                values = [
-                    LangGraphChannelValue(channel, version, *blob)
-                    for channel, version in checkpoint["channel_versions"].items()
-                    if (blob := source.blobs.get((ns, channel, version))) is not None
-                ]
+                values: list[LangGraphChannelValue] = []
+                for channel, version in checkpoint["channel_versions"].items():
+                    for link in _chain(source, ns, channel, version):
+                        if (ns, channel, link.version) not in copied:
+                            copied.add((ns, channel, link.version))
+                            values.append(link)
                 events.append(
                     LangGraphCheckpointSaved(
                         thread_id=target_thread_id,
@@ -563,9 +606,13 @@ class JournalSaver(BaseCheckpointSaver[int]):
         checkpoint = self.serde.loads_typed(entry.checkpoint)
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
-            blob = view.blobs.get((ns, channel, version))
-            if blob is not None and blob[0] != "empty":
-                values[channel] = self.serde.loads_typed(blob)
+            chain = _chain(view, ns, channel, version)
+            if not chain or chain[0].type == "empty" or chain[0].base is not None:
+                continue  # never stored, empty, or a delta whose base is gone
+            value = self.serde.loads_typed((chain[0].type, chain[0].data))
+            for link in chain[1:]:
+                value = value + self.serde.loads_typed((link.type, link.data))
+            values[channel] = value
         writes = sorted(
             view.writes.get((ns, checkpoint_id), {}).items(), key=_writes_order
         )
@@ -688,6 +735,32 @@ class JournalSaver(BaseCheckpointSaver[int]):
     ) -> None:
         """Sync :meth:`aprune` (from a thread other than the saver's loop)."""
         self._sync(self.aprune(thread_ids, strategy=strategy))
+
+
+@dataclass
+class _ListChannel:
+    """The list a saver last stored for a channel: the base of its next delta."""
+
+    version: Version
+    items: list[Any]
+    whole_size: int
+    since_whole: int = 0
+
+
+def _chain(
+    view: _Thread, ns: str, channel: str, version: Version
+) -> list[LangGraphChannelValue]:
+    """The stored links of a value, the whole one first, then its deltas in order."""
+    links: list[LangGraphChannelValue] = []
+    current: Version | None = version
+    while current is not None:
+        link = view.blobs.get((ns, channel, current))
+        if link is None:
+            break
+        links.append(link)
+        current = link.base
+    links.reverse()
+    return links
 
 
 @dataclass
