@@ -241,6 +241,31 @@ class JournalConversationStore(ConversationStore):
             raise KeyError(f"no conversation in the journal holds entry {entry_id!r}")
         return entry
 
+    async def read_history(
+        self, head_id: str | None, *, limit: int | None = None
+    ) -> list[ConversationEntry]:
+        """The entries up to ``head_id``, oldest first (the last ``limit`` of them).
+
+        Walks the views already folded (one head check per conversation thread
+        on the way), not one read per entry.
+        """
+        entries: list[ConversationEntry] = []
+        entry_id = head_id
+        views: list[_Conversation] = []
+        while entry_id is not None and (limit is None or len(entries) < limit):
+            entry = next(
+                (v.entries[entry_id] for v in views if entry_id in v.entries), None
+            )
+            if entry is None:
+                entry = await self.read_entry(entry_id)
+                key = self._entry_threads.get(entry_id)
+                if key is not None:
+                    views.append(await self._view(key))
+            entries.append(entry)
+            entry_id = entry.parent_id
+        entries.reverse()
+        return entries
+
     async def _find_entry(
         self, entry_id: str, hint: ThreadKey | None
     ) -> ConversationEntry | None:
