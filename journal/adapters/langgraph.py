@@ -1,7 +1,7 @@
 """A LangGraph checkpoint saver on the journal (the ``langgraph`` extra).
 
 ``JournalSaver`` is a ``BaseCheckpointSaver``: each LangGraph thread is a journal
-thread (``key_for`` maps the ``thread_id``), each ``put`` one record holding the
+thread (``thread_key`` maps the ``thread_id``), each ``put`` one record holding the
 checkpoint without its channel values plus the values of the channels whose versions
 changed (``new_versions``), and each ``put_writes`` one record of the task's writes.
 A checkpoint's channel values are rebuilt from the nearest records that stored each
@@ -72,7 +72,7 @@ __all__ = [
     "LangGraphThreadDeleted",
     "LangGraphWrite",
     "LangGraphWritesSaved",
-    "default_key",
+    "default_thread_key",
 ]
 
 T = TypeVar("T")
@@ -92,7 +92,7 @@ class CheckpointFencedError(CheckpointConflictError):
 
 
 class CheckpointLeaseHeldError(CheckpointConflictError):
-    """Another holder's writer lease on the thread is live (past the saver's wait)."""
+    """Another holder's writer lease on the thread is live past ``lease_wait``."""
 
 
 # --- events ---
@@ -228,7 +228,7 @@ def _apply(view: _Thread, record: Record) -> None:
             view.writes.clear()
 
 
-def default_key(thread_id: str) -> ThreadKey:
+def default_thread_key(thread_id: str) -> ThreadKey:
     """The journal thread of a LangGraph ``thread_id``: agent ``langgraph``."""
     return ThreadKey(agent_id="langgraph", session_id=thread_id)
 
@@ -243,11 +243,11 @@ class JournalSaver(BaseCheckpointSaver[int]):
 
     Args:
         journal: The journal (any URL: ``file://``, ``memory://``, ``s3://``).
-        key_for: The journal thread of a LangGraph ``thread_id``; replace it to scope
+        thread_key: The journal thread of a LangGraph ``thread_id``; replace it to scope
             threads by user or tenant. Must be one-to-one.
         holder: The writer lease holder id (default: unique per saver).
         lease_ttl: Writer lease duration in seconds.
-        wait: Seconds a write waits for another holder's lease.
+        lease_wait: Seconds a write waits for another holder's lease.
         keep: Keep each thread's lease between writes (see ``ThreadLeases``); call
             :meth:`release` or :meth:`aclose` to hand the thread on.
         serde: LangGraph serializer (default: LangGraph's).
@@ -258,19 +258,19 @@ class JournalSaver(BaseCheckpointSaver[int]):
         self,
         journal: Journal,
         *,
-        key_for: Callable[[str], ThreadKey] = default_key,
+        thread_key: Callable[[str], ThreadKey] = default_thread_key,
         holder: str | None = None,
         lease_ttl: float = 30.0,
-        wait: float = 0.0,
+        lease_wait: float = 0.0,
         keep: bool = True,
         serde: SerializerProtocol | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.journal = journal
-        self.key_for = key_for
+        self.thread_key = thread_key
         self.leases = ThreadLeases(
-            journal, holder=holder, lease_ttl=lease_ttl, wait=wait, keep=keep
+            journal, holder=holder, lease_ttl=lease_ttl, wait=lease_wait, keep=keep
         )
         self.folds: ThreadFolds[_Thread] = ThreadFolds(journal, _Thread, _apply)
         # The list channels this saver stored last, per thread: delta bases.
@@ -290,15 +290,16 @@ class JournalSaver(BaseCheckpointSaver[int]):
         forking the checkpoint history.
 
         Raises:
-            CheckpointLeaseHeldError: Another holder's lease is live past ``wait``.
+            CheckpointLeaseHeldError: Another holder's lease is live past
+                ``lease_wait``.
         """
         with _framework_errors():
-            async with self.leases.holding(self.key_for(thread_id)):
+            async with self.leases.holding(self.thread_key(thread_id)):
                 yield
 
     async def release(self, thread_id: str) -> None:
         """Release the writer lease this saver keeps on ``thread_id``."""
-        await self.leases.release(self.key_for(thread_id))
+        await self.leases.release(self.thread_key(thread_id))
 
     async def aclose(self) -> None:
         """Release every writer lease this saver keeps."""
@@ -314,7 +315,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
 
     @contextlib.asynccontextmanager
     async def _commit(self, thread_id: str) -> AsyncIterator[_Committer]:
-        key = self.key_for(thread_id)
+        key = self.thread_key(thread_id)
         with _framework_errors():
             async with self.leases.writing(key) as writer:
                 view = await self.folds.upto(key, writer.version)
@@ -440,7 +441,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Remove every checkpoint and write of the thread (the log keeps them)."""
-        if await self.journal.head(self.key_for(thread_id)) == 0:
+        if await self.journal.head(self.thread_key(thread_id)) == 0:
             return
         async with self._commit(thread_id) as commit:
             if commit.view.checkpoints or commit.view.writes or commit.view.blobs:
@@ -471,7 +472,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
 
         The target's earlier checkpoints stay; one record carries the whole copy.
         """
-        source = await self.folds.read(self.key_for(source_thread_id))
+        source = await self.folds.read(self.thread_key(source_thread_id))
         events: list[object] = []
         copied: set[tuple[str, str, Version]] = set()
         for ns, saved in source.checkpoints.items():
@@ -521,7 +522,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
                 f"prune strategy must be 'keep_latest' or 'delete', not {strategy!r}"
             )
         for thread_id in thread_ids:
-            if await self.journal.head(self.key_for(thread_id)) == 0:
+            if await self.journal.head(self.thread_key(thread_id)) == 0:
                 continue
             async with self._commit(thread_id) as commit:
                 view = commit.view
@@ -547,7 +548,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
         with _framework_errors():
-            view = await self.folds.read(self.key_for(thread_id))
+            view = await self.folds.read(self.thread_key(thread_id))
         saved = view.checkpoints.get(ns, {})
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is None:
@@ -579,7 +580,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
         remaining = limit
         for thread_id in thread_ids:
             with _framework_errors():
-                view = await self.folds.read(self.key_for(thread_id))
+                view = await self.folds.read(self.thread_key(thread_id))
             for ns, saved in list(view.checkpoints.items()):
                 if wanted_ns is not None and ns != wanted_ns:
                     continue

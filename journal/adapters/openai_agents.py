@@ -1,10 +1,11 @@
 """An OpenAI Agents SDK session on the journal (the ``openai-agents`` extra).
 
-``JournalSession`` is a ``Session``: each SDK session is a journal thread (``key_for``
-maps the ``session_id``); ``add_items`` commits one record of the items, and
-``pop_item``, ``clear_session`` and compaction commit events saying what they removed
-(``AgentsItemPopped``, ``AgentsSessionCleared``, ``AgentsItemsCompacted``), so the
-session's live items shrink while the log keeps every item ever added.
+``JournalSession`` is a ``Session``: each SDK session is a journal thread
+(``thread_key`` maps the ``session_id``). ``add_items`` commits one record of the
+items; ``pop_item``, ``clear_session`` and compaction commit events that say what
+they removed (``AgentsItemPopped``, ``AgentsSessionCleared``,
+``AgentsItemsCompacted``), so the live items shrink while the log keeps every item
+ever added.
 
 It is compaction-aware: ``OpenAIResponsesCompactionSession`` wrapping it reads a
 bounded snapshot and replaces the compacted suffix atomically, the replacement
@@ -13,7 +14,7 @@ holds the lease and checks it against the head, so a concurrent append cannot be
 compacted away). Every method takes the run context (``wrapper``) the SDK passes.
 
 Writes hold the thread's writer lease; a writer taken over, a lease held elsewhere
-past ``wait``, or a conflicting commit raise :class:`SessionConflictError`, an
+past ``lease_wait``, or a conflicting commit raise :class:`SessionConflictError`, an
 ``AgentsException``.
 """
 
@@ -62,7 +63,7 @@ __all__ = [
     "CompactionSnapshot",
     "JournalSession",
     "SessionConflictError",
-    "default_key",
+    "default_thread_key",
 ]
 
 T = TypeVar("T")
@@ -130,7 +131,7 @@ def _apply(view: _Items, record: Record) -> None:
             view.live[event.start : event.stop] = event.items
 
 
-def default_key(session_id: str) -> ThreadKey:
+def default_thread_key(session_id: str) -> ThreadKey:
     """The journal thread of an SDK ``session_id``: agent ``openai-agents``."""
     return ThreadKey(agent_id="openai-agents", session_id=session_id)
 
@@ -161,11 +162,11 @@ class JournalSession(SessionABC):
     Args:
         session_id: The SDK session id.
         journal: The journal (any URL).
-        key_for: The journal thread of a ``session_id``; replace it to scope sessions
+        thread_key: The journal thread of a ``session_id``; replace it to scope sessions
             by user or tenant. Must be one-to-one.
         holder: The writer lease holder id (default: unique per session object).
         lease_ttl: Writer lease duration in seconds.
-        wait: Seconds a write waits for another holder's lease.
+        lease_wait: Seconds a write waits for another holder's lease.
         keep: Keep the lease between writes (``aclose`` releases it); False (the
             default) takes and releases it per write, so several processes can
             take turns on one session.
@@ -178,10 +179,10 @@ class JournalSession(SessionABC):
         session_id: str,
         journal: Journal,
         *,
-        key_for: Callable[[str], ThreadKey] = default_key,
+        thread_key: Callable[[str], ThreadKey] = default_thread_key,
         holder: str | None = None,
         lease_ttl: float = 30.0,
-        wait: float = 5.0,
+        lease_wait: float = 5.0,
         keep: bool = False,
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
@@ -192,9 +193,9 @@ class JournalSession(SessionABC):
             else SessionSettings()
         )
         self.journal = journal
-        self.key = key_for(session_id)
+        self.key = thread_key(session_id)
         self.leases = ThreadLeases(
-            journal, holder=holder, lease_ttl=lease_ttl, wait=wait, keep=keep
+            journal, holder=holder, lease_ttl=lease_ttl, wait=lease_wait, keep=keep
         )
         self.folds: ThreadFolds[_Items] = ThreadFolds(journal, _Items, _apply)
         self._closed = False

@@ -1,7 +1,7 @@
 """A pydantic-ai conversation store on the journal (the ``pydantic-ai`` extra).
 
 ``JournalConversationStore`` is a ``pydantic_ai.conversation_store.ConversationStore``:
-each conversation is a journal thread (``key_for`` maps the ``conversation_id``); a
+each conversation is a journal thread (``thread_key`` maps the ``conversation_id``); a
 save is one record holding the conversation's record and the entries it adds, a
 delete one record saying so. The record's ``revision`` is the journal's: the version
 and hash of the record that saved it, so the store's compare-and-swap is the
@@ -46,7 +46,7 @@ __all__ = [
     "ConversationDeleted",
     "ConversationSaved",
     "JournalConversationStore",
-    "default_key",
+    "default_thread_key",
 ]
 
 _RECORD: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
@@ -92,7 +92,7 @@ def _apply(view: _Conversation, record: Record) -> None:
             view.record = None
 
 
-def default_key(conversation_id: str) -> ThreadKey:
+def default_thread_key(conversation_id: str) -> ThreadKey:
     """The journal thread of a ``conversation_id``: agent ``pydantic-ai``."""
     return ThreadKey(agent_id="pydantic-ai", session_id=conversation_id)
 
@@ -102,11 +102,11 @@ class JournalConversationStore(ConversationStore):
 
     Args:
         journal: The journal (any URL).
-        key_for: The journal thread of a ``conversation_id``; replace it to scope
+        thread_key: The journal thread of a ``conversation_id``; replace it to scope
             conversations by user or tenant. Must be one-to-one.
         holder: The writer lease holder id (default: unique per store).
         lease_ttl: Writer lease duration in seconds.
-        wait: Seconds a save waits for another holder's lease.
+        lease_wait: Seconds a save waits for another holder's lease.
         keep: Keep each conversation's lease between saves (``aclose`` releases
             them); False (the default) takes and releases it per save.
     """
@@ -115,16 +115,16 @@ class JournalConversationStore(ConversationStore):
         self,
         journal: Journal,
         *,
-        key_for: Callable[[str], ThreadKey] = default_key,
+        thread_key: Callable[[str], ThreadKey] = default_thread_key,
         holder: str | None = None,
         lease_ttl: float = 30.0,
-        wait: float = 5.0,
+        lease_wait: float = 5.0,
         keep: bool = False,
     ) -> None:
         self.journal = journal
-        self.key_for = key_for
+        self.thread_key = thread_key
         self.leases = ThreadLeases(
-            journal, holder=holder, lease_ttl=lease_ttl, wait=wait, keep=keep
+            journal, holder=holder, lease_ttl=lease_ttl, wait=lease_wait, keep=keep
         )
         self.folds: ThreadFolds[_Conversation] = ThreadFolds(
             journal, _Conversation, _apply
@@ -145,7 +145,7 @@ class JournalConversationStore(ConversationStore):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's record, its revision the journal's, or None."""
-        view = await self._view(self.key_for(conversation_id))
+        view = await self._view(self.thread_key(conversation_id))
         return None if view.record is None else replace(view.record)
 
     async def read_records(
@@ -177,11 +177,11 @@ class JournalConversationStore(ConversationStore):
         Raises:
             ConversationConflict: The stored revision is not ``expected_revision``,
                 ``record.head_id`` names an entry the store does not have, another
-                holder's lease is live past ``wait``, or this store's lease was
+                holder's lease is live past ``lease_wait``, or this store's lease was
                 taken over.
         """
         conversation_id = record.conversation_id
-        key = self.key_for(conversation_id)
+        key = self.thread_key(conversation_id)
         new_ids = {entry.id for entry in new_entries}
         head = record.head_id
         with _conflicts(conversation_id):
@@ -218,7 +218,7 @@ class JournalConversationStore(ConversationStore):
         Raises:
             ConversationConflict: No record with ``expected_revision`` is stored.
         """
-        key = self.key_for(conversation_id)
+        key = self.thread_key(conversation_id)
         with _conflicts(conversation_id):
             async with self.leases.writing(key) as writer:
                 view = await self.folds.upto(key, writer.version)

@@ -51,7 +51,7 @@ def _graph(saver, nodes: int, crash_at: int | None):
 async def langgraph_turns(journal: Journal, tid: str, n: int, name: str) -> None:
     from journal.adapters.langgraph import JournalSaver
 
-    saver = JournalSaver(journal, keep=False, wait=60.0)
+    saver = JournalSaver(journal, keep=False, lease_wait=60.0)
     graph = _graph(saver, 1, None)
     config = {"configurable": {"thread_id": tid}}
     for i in range(n):
@@ -64,7 +64,7 @@ async def langgraph_crash(journal: Journal, tid: str, n: int, name: str) -> None
     from journal.adapters.langgraph import JournalSaver
 
     resume = name == "resume"
-    saver = JournalSaver(journal, lease_ttl=CRASH_TTL, wait=60.0)
+    saver = JournalSaver(journal, lease_ttl=CRASH_TTL, lease_wait=60.0)
     graph = _graph(saver, 5, None if resume else n)
     config = {"configurable": {"thread_id": tid}}
     # "sync" durability: each step's checkpoint is committed before the next runs
@@ -78,7 +78,7 @@ async def langgraph_crash(journal: Journal, tid: str, n: int, name: str) -> None
 async def agents_turns(journal: Journal, sid: str, n: int, name: str) -> None:
     from journal.adapters.openai_agents import JournalSession
 
-    session = JournalSession(sid, journal, wait=60.0)
+    session = JournalSession(sid, journal, lease_wait=60.0)
     for i in range(n):
         await session.add_items([{"role": "user", "content": f"{name}-{i}"}])
         ack(f"{name}-{i}")
@@ -103,7 +103,7 @@ async def pydantic_ai_turns(journal: Journal, cid: str, n: int, name: str) -> No
 
     from journal.adapters.pydantic_ai import JournalConversationStore
 
-    store = JournalConversationStore(journal, wait=60.0)
+    store = JournalConversationStore(journal, lease_wait=60.0)
     agent = Agent(TestModel(custom_output_text="ok"))
     for i in range(n):
         while True:

@@ -108,7 +108,7 @@ async def test_agents_crash_mid_step_keeps_every_acknowledged_item(tmp_path):
     acked = _acks(_spawn("agents-crash", root, "s", 3, "a"), code=3)
     # The next process waits out the dead one's lease and carries on.
     async with Journal.open(str(root)) as journal:
-        session = JournalSession("s", journal, wait=60.0)
+        session = JournalSession("s", journal, lease_wait=60.0)
         assert [i["content"] for i in await session.get_items()] == acked
         await session.add_items([{"role": "user", "content": "after"}])
         assert len(await session.get_items()) == 4

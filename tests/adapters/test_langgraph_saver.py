@@ -197,7 +197,7 @@ async def test_a_lease_held_elsewhere_is_refused_or_waited_for(root):
             await other.aput(
                 generate_config("held"), generate_checkpoint(), generate_metadata(), {}
             )
-        waiting = JournalSaver(j2, holder="node-c", wait=30.0)
+        waiting = JournalSaver(j2, holder="node-c", lease_wait=30.0)
         put = asyncio.ensure_future(
             waiting.aput(
                 generate_config("held"), generate_checkpoint(), generate_metadata(), {}

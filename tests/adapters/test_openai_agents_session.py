@@ -148,7 +148,7 @@ async def test_lease_errors_are_the_sdks(tmp_path):
     async with Journal.open(root) as j1, Journal.open(root) as j2:
         keeper = JournalSession("held", j1, holder="node-a", keep=True)
         await keeper.add_items([_msg("a")])
-        blocked = JournalSession("held", j2, holder="node-b", wait=0)
+        blocked = JournalSession("held", j2, holder="node-b", lease_wait=0)
         with pytest.raises(SessionConflictError) as info:
             await blocked.add_items([_msg("b")])
         assert isinstance(info.value.__cause__, LeaseHeldError)
@@ -163,11 +163,13 @@ async def test_lease_errors_are_the_sdks(tmp_path):
         await keeper.aclose()
 
 
-async def test_key_for_scopes_sessions(journal):
+async def test_thread_key_scopes_sessions(journal):
     session = JournalSession(
         "s1",
         journal,
-        key_for=lambda sid: ThreadKey(agent_id="support", user_id="u7", session_id=sid),
+        thread_key=lambda sid: ThreadKey(
+            agent_id="support", user_id="u7", session_id=sid
+        ),
     )
     await session.add_items([_msg("a")], wrapper=None)
     assert [k async for k in journal.threads()] == [

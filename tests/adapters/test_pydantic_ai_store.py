@@ -123,17 +123,17 @@ async def test_fork_branch_scope_and_listing(journal, agent):
 async def test_lease_held_elsewhere_is_a_conflict(journal, agent):
     key = ThreadKey(agent_id="pydantic-ai", session_id="held")
     async with journal.writer(key, holder="someone-else"):
-        store = JournalConversationStore(journal, wait=0)
+        store = JournalConversationStore(journal, lease_wait=0)
         result = await agent.run("x", conversation=Conversation(conversation_id="held"))
         with pytest.raises(ConversationConflict) as info:
             await store.save(result)
         assert isinstance(info.value.__cause__, LeaseHeldError)
 
 
-async def test_key_for_scopes_by_user(journal, agent):
+async def test_thread_key_scopes_by_user(journal, agent):
     store = JournalConversationStore(
         journal,
-        key_for=lambda cid: ThreadKey(
+        thread_key=lambda cid: ThreadKey(
             agent_id="chat", user_id=cid.split(":")[0], session_id=cid.split(":")[1]
         ),
     )

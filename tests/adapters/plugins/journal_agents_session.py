@@ -43,7 +43,10 @@ class SQLiteSessionOnJournal(JournalSession):
         self.db_path = db_path
         CREATED.append(session_id)
         super().__init__(
-            session_id, Journal.open(url), wait=30.0, session_settings=session_settings
+            session_id,
+            Journal.open(url),
+            lease_wait=30.0,
+            session_settings=session_settings,
         )
 
 
