@@ -1,14 +1,19 @@
-"""Framework adapters: the journal behind other agent frameworks' storage seams.
+"""Adapters that put the journal behind agent frameworks' own storage interfaces.
 
-``threads``        what they share: a writer lease and a folded view per thread
-``langgraph``      ``JournalSaver``, a LangGraph ``BaseCheckpointSaver``
-``openai_agents``  ``JournalSession``, an OpenAI Agents ``Session``
-``pydantic_ai``    ``JournalConversationStore``, a pydantic-ai ``ConversationStore``
+One module per framework, each importing its framework only inside itself and
+installed with its own extra (``pip install 'agent-journal[langgraph]'``):
 
-Each needs its extra: ``langgraph``, ``openai-agents``, ``pydantic-ai``.
+* ``journal.adapters.langgraph``: ``JournalSaver``, a LangGraph
+  ``BaseCheckpointSaver`` (extra ``langgraph``).
+* ``journal.adapters.openai_agents``: ``JournalSession``, an OpenAI Agents SDK
+  ``Session`` (extra ``openai-agents``).
+* ``journal.adapters.pydantic_ai``: ``JournalConversationStore``, a pydantic-ai
+  ``ConversationStore`` (extra ``pydantic-ai``).
 
-Each framework module imports its framework at the top, so import the one you use;
-this package root imports none of them.
+Each adapter takes a :class:`~journal.Journal` (so any URL: local, memory, S3) and a
+function from the framework's ids to a :class:`~journal.ThreadKey`, holds the
+thread's writer lease while it writes, and reports lost races in the framework's
+own error types. ``journal.adapters.threads`` holds what these three share.
 """
 
 from __future__ import annotations
