@@ -533,12 +533,44 @@ class JournalSaver(BaseCheckpointSaver[int]):
                 doomed = [
                     (ns, checkpoint_id)
                     for ns, saved in view.checkpoints.items()
-                    for checkpoint_id in sorted(saved)[:-1]
+                    if saved
+                    for kept in [self._kept_by_prune(view, ns, saved)]
+                    for checkpoint_id in sorted(saved)
+                    if checkpoint_id not in kept
                 ]
                 if doomed:
                     commit.events.append(
                         LangGraphCheckpointsDeleted(checkpoints=doomed, reason="prune")
                     )
+
+    def _kept_by_prune(
+        self, view: _Thread, ns: str, saved: dict[str, _Saved]
+    ) -> set[str]:
+        """The newest checkpoint, and the ancestors its ``DeltaChannel``s rebuild from.
+
+        A ``DeltaChannel`` stores a value only at its snapshots and rebuilds the
+        steps between from the ancestors' writes: keeping only the newest
+        checkpoint would leave it empty. The newest checkpoint's metadata names
+        those channels (``counters_since_delta_snapshot``); its parent chain is
+        kept back to the nearest checkpoint storing a value for each of them.
+        """
+        current: str | None = max(saved)
+        newest = saved[max(saved)]
+        metadata = self.serde.loads_typed(newest.metadata)
+        pending = set(metadata.get("counters_since_delta_snapshot") or {})
+        kept: set[str] = set()
+        while current is not None and current in saved:
+            kept.add(current)
+            if not pending:
+                break
+            entry = saved[current]
+            versions = self.serde.loads_typed(entry.checkpoint)["channel_versions"]
+            for channel in list(pending):
+                link = view.blobs.get((ns, channel, versions.get(channel)))
+                if link is not None and link.type != "empty":
+                    pending.discard(channel)
+            current = entry.parent_id
+        return kept
 
     # --- reading ---
 
