@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from journal.errors import FencedError
+from journal.errors import FencedError, JournalError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -111,15 +111,22 @@ class ThreadLeases:
                 )
             try:
                 yield writer
-            except BaseException:
-                # A failed operation may leave the writer fenced or mid-conflict:
-                # start the next one from a fresh acquire.
-                await writer.close()
+            except BaseException as exc:
+                # A journal error or a cancellation may leave the writer fenced or
+                # mid-commit: the next operation starts from a fresh acquire. An
+                # adapter's own refusal (a stale revision) leaves it as it was.
+                if isinstance(exc, JournalError) or not isinstance(exc, Exception):
+                    await writer.close()
+                else:
+                    await self._park(key, writer)
                 raise
-            if (self.keep or key in self._held) and not writer.fenced:
-                self._writers[key] = writer
-            else:
-                await writer.close()
+            await self._park(key, writer)
+
+    async def _park(self, key: ThreadKey, writer: ThreadWriter) -> None:
+        if (self.keep or key in self._held) and not writer.fenced:
+            self._writers[key] = writer
+        else:
+            await writer.close()
 
     @contextlib.asynccontextmanager
     async def holding(self, key: ThreadKey) -> AsyncIterator[None]:
