@@ -45,6 +45,13 @@ try:
 except ImportError:
     PostgresSaver = None  # type: ignore[assignment,misc]
 
+# Imported here, not in child_load's timed open, like every peer's library.
+try:
+    from journal import Journal
+    from journal.adapters.langgraph import JournalSaver
+except ImportError:  # reported when the variant is selected
+    pass
+
 from _peers.base import Adapter, du
 from _peers.workload import Turn, make_turn, side_state_at
 
@@ -140,9 +147,6 @@ class LangGraphPeer(Adapter):
                     "not a power loss"
                 )
         elif self.kind == "journal":
-            from journal import Journal
-            from journal.adapters.langgraph import JournalSaver
-
             assert self.path is not None
             self.journal = Journal.open(str(self.path))
             self.saver = JournalSaver(self.journal)
@@ -284,9 +288,6 @@ _SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 async def child_load(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["kind"] == "journal":
-        from journal import Journal
-        from journal.adapters.langgraph import JournalSaver
-
         t0 = time.perf_counter()
         journal = Journal.open(spec["root"])
         saver = JournalSaver(journal)

@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from agents import SQLiteSession
 
+# Imported here, not in child_load's timed open, like every peer's library.
+try:
+    from journal import Journal
+    from journal.adapters.openai_agents import JournalSession
+except ImportError:  # reported when the variant is selected
+    pass
+
 from _peers.base import Adapter, du
 
 if TYPE_CHECKING:
@@ -61,9 +68,6 @@ def items(t: Turn) -> list[dict[str, Any]]:
 
 def make_session(spec: dict[str, Any], *, create: bool) -> Any:
     if spec["kind"] == "journal":
-        from journal import Journal
-        from journal.adapters.openai_agents import JournalSession
-
         return JournalSession(SESSION, Journal.open(spec["root"]), keep=True)
     if spec["kind"] == "sqlite":
         return SQLiteSession(SESSION, spec["db"])

@@ -26,6 +26,13 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+# Imported here, not in child_load's timed open, like every peer's library.
+try:
+    from journal import Journal
+    from journal.adapters.pydantic_ai import JournalConversationStore
+except ImportError:  # reported when the variant is selected
+    pass
+
 from _peers.base import Adapter, du
 
 if TYPE_CHECKING:
@@ -53,9 +60,6 @@ def messages(t: Turn) -> list[Any]:
 def make_store(spec: dict[str, Any]) -> Any:
     if spec["kind"] == "memory":
         return InMemoryConversationStore()
-    from journal import Journal
-    from journal.adapters.pydantic_ai import JournalConversationStore
-
     return JournalConversationStore(Journal.open(spec["root"]), keep=True)
 
 
