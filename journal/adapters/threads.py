@@ -5,8 +5,9 @@ items, write a record). :class:`ThreadLeases` gives each operation the thread's 
 with ``keep`` the writer stays open between operations (its lease renewed in the
 background), so a busy thread pays one fence, not one per step; without it each
 operation takes the lease and releases it, so several processes can take turns on one
-thread. Either way a writer whose epoch was superseded surfaces ``FencedError`` once,
-and is dropped; the next operation fences anew.
+thread. Either way a kept writer whose epoch was superseded, or whose lease ran out
+while another writer committed, surfaces ``FencedError`` once and is dropped; the
+next operation fences anew.
 
 :class:`ThreadFolds` keeps, per thread, the adapter's own view folded from the
 records (the adapter events the ``AgentState`` projection skips), and catches it up
@@ -83,14 +84,18 @@ class ThreadLeases:
         """Hold the thread's writer for one operation; operations on a thread queue.
 
         Raises:
-            FencedError: The kept writer was taken over since the last operation (it
-                is dropped; the next operation acquires anew), or during this one.
+            FencedError: The kept writer was taken over since the last operation,
+                or its lease ran out and another writer committed meanwhile (it is
+                dropped; the next operation acquires anew), or during this one.
             LeaseHeldError: Another holder's lease is live past ``wait``.
         """
         async with self._lock(key):
             writer = self._writers.pop(key, None)
             if writer is not None and not writer.lease_valid:
-                fenced = writer.fenced
+                # A lease that ran out (a stalled process) is only renewed by a new
+                # acquire if no one wrote meanwhile: a commit by another writer
+                # means this one was taken over, and what it was doing is stale.
+                fenced = writer.fenced or await self.journal.head(key) != writer.version
                 with contextlib.suppress(Exception):
                     await writer.close()
                 if fenced:

@@ -123,7 +123,55 @@ async def pydantic_ai_crash(journal: Journal, cid: str, n: int, name: str) -> No
     os._exit(3)
 
 
+def _pause() -> None:
+    """Block the whole process (its event loop too) until the parent writes a line.
+
+    Like a process stopped or stalled past its lease: renewals stop, the lease
+    expires, another process takes the thread over.
+    """
+    ack("paused")
+    sys.stdin.readline()
+
+
+async def langgraph_zombie(journal: Journal, tid: str, n: int, name: str) -> None:
+    from langgraph.checkpoint.conformance.test_utils import (
+        generate_checkpoint,
+        generate_config,
+        generate_metadata,
+    )
+
+    from journal.adapters.langgraph import CheckpointFencedError, JournalSaver
+
+    saver = JournalSaver(journal, holder=name, lease_ttl=CRASH_TTL)
+    config = await saver.aput(
+        generate_config(tid), generate_checkpoint(), generate_metadata(), {}
+    )
+    _pause()
+    try:
+        await saver.aput(config, generate_checkpoint(), generate_metadata(), {})
+    except CheckpointFencedError:
+        ack("fenced")
+        os._exit(4)
+    ack("wrote")
+
+
+async def agents_zombie(journal: Journal, sid: str, n: int, name: str) -> None:
+    from journal.adapters.openai_agents import JournalSession, SessionConflictError
+
+    session = JournalSession(sid, journal, holder=name, keep=True, lease_ttl=CRASH_TTL)
+    await session.add_items([{"role": "user", "content": "before"}])
+    _pause()
+    try:
+        await session.add_items([{"role": "user", "content": "zombie"}])
+    except SessionConflictError:
+        ack("fenced")
+        os._exit(4)
+    ack("wrote")
+
+
 MODES = {
+    "langgraph-zombie": langgraph_zombie,
+    "agents-zombie": agents_zombie,
     "langgraph-turns": langgraph_turns,
     "langgraph-crash": langgraph_crash,
     "agents-turns": agents_turns,

@@ -29,6 +29,7 @@ def _spawn(mode: str, root: Path, ident: str, n: int, name: str) -> subprocess.P
     return subprocess.Popen(
         [sys.executable, str(CHILD), mode, str(root), ident, str(n), name],
         cwd=ROOT,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -130,6 +131,50 @@ async def test_pydantic_ai_crash_keeps_every_acknowledged_turn(tmp_path):
             if getattr(p, "part_kind", "") == "user-prompt"
         ]
         assert prompts == acked
+
+
+async def test_a_paused_langgraph_writer_is_fenced_by_the_next_process(tmp_path):
+    from langgraph.checkpoint.conformance.test_utils import (
+        generate_checkpoint,
+        generate_config,
+        generate_metadata,
+    )
+
+    from journal.adapters.langgraph import JournalSaver
+
+    root = tmp_path / "j"
+    zombie = _spawn("langgraph-zombie", root, "z", 0, "node-a")
+    assert zombie.stdout.readline().strip() == "ack paused"
+    async with Journal.open(str(root)) as journal:
+        # Another node waits out the stalled one's lease and takes the thread over.
+        saver = JournalSaver(journal, holder="node-b", lease_wait=60.0)
+        first = await saver.aget_tuple(generate_config("z"))
+        newer = await saver.aput(
+            first.config, generate_checkpoint(), generate_metadata(), {}
+        )
+        await saver.aclose()
+        zombie.stdin.write("go\n")
+        zombie.stdin.flush()
+        assert _acks(zombie, code=4) == ["fenced"]
+        latest = await JournalSaver(journal).aget_tuple(generate_config("z"))
+        assert latest.config == newer
+        assert len([t async for t in saver.alist(generate_config("z"))]) == 2
+
+
+async def test_a_paused_agents_writer_is_fenced_by_the_next_process(tmp_path):
+    from journal.adapters.openai_agents import JournalSession
+
+    root = tmp_path / "j"
+    zombie = _spawn("agents-zombie", root, "z", 0, "node-a")
+    assert zombie.stdout.readline().strip() == "ack paused"
+    async with Journal.open(str(root)) as journal:
+        session = JournalSession("z", journal, holder="node-b", lease_wait=60.0)
+        await session.add_items([{"role": "user", "content": "after"}])
+        zombie.stdin.write("go\n")
+        zombie.stdin.flush()
+        assert _acks(zombie, code=4) == ["fenced"]
+        items = await JournalSession("z", journal).get_items()
+        assert [i["content"] for i in items] == ["before", "after"]
 
 
 def _key_of(journal, agent_id, session_id):
