@@ -9,6 +9,8 @@ Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
+    lg-journal openai-journal pai-journal      the journal's adapters (journal.adapters)
+    pai-memory                                 pydantic-ai InMemoryConversationStore
     adk-memory adk-sqlite adk-db-sqlite        Google ADK InMemorySessionService /
     adk-db-postgres                            SqliteSessionService /
                                                DatabaseSessionService
@@ -99,6 +101,10 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
         {"kind": "sa-postgres"},
         "server",
     ),
+    "lg-journal": ("langgraph_peer", "LangGraphPeer", {"kind": "journal"}, "path"),
+    "openai-journal": ("openai_peer", "OpenAIPeer", {"kind": "journal"}, "path"),
+    "pai-memory": ("pydantic_ai_peer", "PydanticAIPeer", {"kind": "memory"}, None),
+    "pai-journal": ("pydantic_ai_peer", "PydanticAIPeer", {"kind": "journal"}, "path"),
     "es-popo": ("eventsourcing_peer", "EventsourcingPeer", {"kind": "popo"}, None),
     "es-sqlite": (
         "eventsourcing_peer",
@@ -114,7 +120,7 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
     ),
 }
 BASELINES = {"durable": "aj-fsync", "not durable": "aj-nofsync", "memory": "aj-memory"}
-MEMORY_KEYS = {"lg-memory", "adk-memory", "es-popo", "aj-memory"}
+MEMORY_KEYS = {"lg-memory", "adk-memory", "es-popo", "aj-memory", "pai-memory"}
 SQLITE_FILES = {
     "lg-sqlite": "checkpoints.sqlite",
     "lg-sqlite-normal": "checkpoints.sqlite",
@@ -135,6 +141,7 @@ PACKAGES = (
     "google-adk",
     "google-genai",
     "openai-agents",
+    "pydantic-ai-slim",
     "eventsourcing",
     "sqlalchemy",
     "aiosqlite",

@@ -45,6 +45,13 @@ try:
 except ImportError:
     PostgresSaver = None  # type: ignore[assignment,misc]
 
+# Imported here, not in child_load's timed open, like every peer's library.
+try:
+    from journal import Journal
+    from journal.adapters.langgraph import JournalSaver
+except ImportError:  # reported when the variant is selected
+    pass
+
 from _peers.base import Adapter, du
 from _peers.workload import Turn, make_turn, side_state_at
 
@@ -102,6 +109,7 @@ class LangGraphPeer(Adapter):
             "sqlite": "SqliteSaver (file)",
             "sqlite-normal": "SqliteSaver (file, synchronous=NORMAL)",
             "postgres": "PostgresSaver",
+            "journal": "agent-journal JournalSaver (file)",
         }[kind]
         super().__init__(variant, "")
         self.persistent = kind != "memory"
@@ -138,6 +146,14 @@ class LangGraphPeer(Adapter):
                     "(the WAL is, at its checkpoints); survives a process crash, "
                     "not a power loss"
                 )
+        elif self.kind == "journal":
+            assert self.path is not None
+            self.journal = Journal.open(str(self.path))
+            self.saver = JournalSaver(self.journal)
+            self.durability = (
+                "default: each put is one journal record, fsynced before it returns; "
+                "a growing messages list is stored as the messages it appended"
+            )
         else:
             assert PostgresSaver is not None, "langgraph-checkpoint-postgres is missing"
             self.server.create_database(self.database)
@@ -159,6 +175,18 @@ class LangGraphPeer(Adapter):
         self.step = -1
 
     def _put(self, new_messages: list[Any], side: dict[str, Any]) -> None:
+        self.config = self.saver.put(self.config, *self._next(new_messages, side))
+
+    async def _aput(self, new_messages: list[Any], side: dict[str, Any]) -> None:
+        """The journal saver's put: its async method, on this loop."""
+        self.config = await self.saver.aput(
+            self.config, *self._next(new_messages, side)
+        )
+
+    def _next(
+        self, new_messages: list[Any], side: dict[str, Any]
+    ) -> tuple[Checkpoint, Any, dict[str, Any]]:
+        """The checkpoint, metadata and new versions of the next put."""
         saver = self.saver
         self.messages = self.messages + new_messages  # add_messages returns a new list
         self.side.update(side)
@@ -181,15 +209,17 @@ class LangGraphPeer(Adapter):
             },
         }
         checkpoint = create_checkpoint(template, None, self.step)
-        self.config = saver.put(
-            self.config,
+        return (
             checkpoint,
             {"source": "loop", "step": self.step, "parents": {}},
             {channel: v[channel] for channel in updated},
         )
 
     async def put_turn(self, turn: Turn) -> None:
-        self._put(messages(turn), side_channels(turn))
+        if self.kind == "journal":
+            await self._aput(messages(turn), side_channels(turn))
+        else:
+            self._put(messages(turn), side_channels(turn))
         self.turns += 1
 
     async def seed(self, n_turns: int) -> bool:
@@ -212,17 +242,24 @@ class LangGraphPeer(Adapter):
         if state["summary"] is not None:
             side["summary"] = state["summary"]
         self._start_thread(f"seeded-{n_turns}-{uuid.uuid4().hex[:8]}", [], {})
-        self._put(history, side)
+        if self.kind == "journal":
+            await self._aput(history, side)
+        else:
+            self._put(history, side)
         self.turns = n_turns
         return True
 
     async def load(self) -> int:
+        if self.kind == "journal":
+            found = await self.saver.aget_tuple(thread_config(self.thread_id))
+            assert found is not None
+            return len(found.checkpoint["channel_values"]["messages"])
         found = self.saver.get_tuple(thread_config(self.thread_id))
         assert found is not None
         return len(found.checkpoint["channel_values"]["messages"])
 
     def footprint(self) -> tuple[int, int] | None:
-        if self.kind.startswith("sqlite"):
+        if self.kind.startswith("sqlite") or self.kind == "journal":
             assert self.path is not None
             return du(self.path)
         if self.kind == "postgres":
@@ -233,11 +270,16 @@ class LangGraphPeer(Adapter):
         spec: dict[str, Any] = {"kind": self.kind, "thread_id": self.thread_id}
         if self.kind.startswith("sqlite"):
             spec["db"] = str(self.path / "checkpoints.sqlite")  # type: ignore[operator]
+        elif self.kind == "journal":
+            spec["root"] = str(self.path)
         elif self.kind == "postgres":
             spec["dsn"] = self.server.dsn(self.database)
         return spec
 
     async def close(self) -> None:
+        if self.kind == "journal":
+            await self.saver.aclose()
+            await self.journal.aclose()
         self.stack.close()
 
 
@@ -245,6 +287,17 @@ _SYNC = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
 
 
 async def child_load(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec["kind"] == "journal":
+        t0 = time.perf_counter()
+        journal = Journal.open(spec["root"])
+        saver = JournalSaver(journal)
+        t1 = time.perf_counter()
+        got = await saver.aget_tuple(thread_config(spec["thread_id"]))
+        t2 = time.perf_counter()
+        await journal.aclose()
+        assert got is not None
+        count = len(got.checkpoint["channel_values"]["messages"])
+        return {"open_s": t1 - t0, "load_s": t2 - t1, "items": count}
     with contextlib.ExitStack() as stack:
         t0 = time.perf_counter()
         if spec["kind"].startswith("sqlite"):

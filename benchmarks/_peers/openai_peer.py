@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from agents import SQLiteSession
 
+# Imported here, not in child_load's timed open, like every peer's library.
+try:
+    from journal import Journal
+    from journal.adapters.openai_agents import JournalSession
+except ImportError:  # reported when the variant is selected
+    pass
+
 from _peers.base import Adapter, du
 
 if TYPE_CHECKING:
@@ -60,6 +67,8 @@ def items(t: Turn) -> list[dict[str, Any]]:
 
 
 def make_session(spec: dict[str, Any], *, create: bool) -> Any:
+    if spec["kind"] == "journal":
+        return JournalSession(SESSION, Journal.open(spec["root"]), keep=True)
     if spec["kind"] == "sqlite":
         return SQLiteSession(SESSION, spec["db"])
     assert SQLAlchemySession is not None, "sqlalchemy is missing"
@@ -68,7 +77,10 @@ def make_session(spec: dict[str, Any], *, create: bool) -> Any:
 
 
 async def close_session(session: Any) -> None:
-    if isinstance(session, SQLiteSession):
+    if hasattr(session, "leases"):  # the journal's session
+        await session.aclose()
+        await session.journal.aclose()
+    elif isinstance(session, SQLiteSession):
         session.close()
     else:
         await session.engine.dispose()
@@ -90,6 +102,7 @@ class OpenAIPeer(Adapter):
             "sqlite": "SQLiteSession (file)",
             "sa-sqlite": "SQLAlchemySession (sqlite+aiosqlite)",
             "sa-postgres": "SQLAlchemySession (postgresql+asyncpg)",
+            "journal": "agent-journal JournalSession (file)",
         }[kind]
         durability = {
             "sqlite": (
@@ -101,12 +114,15 @@ class OpenAIPeer(Adapter):
                 "synchronous=FULL (sqlite3's default): each commit fsyncs the WAL"
             ),
             "sa-postgres": "server defaults (see PostgreSQL below)",
+            "journal": "default: each add_items is one journal record, fsynced",
         }[kind]
         super().__init__(variant, durability)
 
     def _spec(self) -> dict[str, Any]:
         if self.kind == "sqlite":
             return {"kind": "sqlite", "db": str(self.path / "sessions.db")}  # type: ignore[operator]
+        if self.kind == "journal":
+            return {"kind": "journal", "root": str(self.path)}
         if self.kind == "sa-sqlite":
             return {
                 "kind": self.kind,
