@@ -15,8 +15,8 @@ installed with its own extra (``pip install 'agent-journal[langgraph]'``):
 Each adapter takes a :class:`~journal.Journal` (so any URL: local, memory, S3) and a
 function from the framework's ids to a :class:`~journal.ThreadKey`, holds the
 thread's writer lease while it writes, and reports lost races in the framework's
-own error types. ``journal.adapters.threads`` holds what the LangGraph, Agents and pydantic-ai
-adapters share.
+own error types. ``journal.adapters.threads`` holds what the LangGraph, Agents
+and pydantic-ai adapters share.
 """
 
 from __future__ import annotations
