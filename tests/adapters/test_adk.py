@@ -11,6 +11,7 @@ writing one session lose nothing either.
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import uuid
@@ -397,3 +398,42 @@ async def test_two_processes_lose_nothing(tmp_path: Path) -> None:
     key = default_thread_key("app", "u", "s")
     assert await journal.head(key) == 2 * count + 1
     assert (await journal.verify(key)).ok
+
+
+@pytest.mark.slow
+async def test_a_process_killed_mid_append_loses_nothing_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL in the middle of a stream of appends; the next process continues."""
+    root = str(tmp_path / "j")
+    journal = Journal.open(root)
+    service = JournalSessionService(journal, holder="next", lease_wait=30.0)
+    await service.create_session(app_name="app", user_id="u", session_id="s")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.adapters._adk_child", root, "s", "k", "100000",
+         "--ack", "1.0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert child.stdout is not None
+    acked: list[str] = []
+    while len(acked) < 25:
+        line = child.stdout.readline().decode()
+        assert line, child.stderr.read().decode() if child.stderr else ""
+        acked.append(line.split()[1])
+    child.send_signal(signal.SIGKILL)  # mid-stream: likely inside an append
+    child.wait(timeout=30)
+    # Whatever the child printed after was acknowledged too: read it all.
+    acked += [line.split()[1] for line in child.stdout.read().decode().splitlines()]
+    stored = await service.get_session(app_name="app", user_id="u", session_id="s")
+    assert stored is not None
+    seen = [e.invocation_id for e in stored.events]
+    assert seen[: len(acked)] == acked  # every acknowledged append, once, in order
+    assert len(seen) - len(acked) <= 1  # at most the one in flight, never doubled
+    # The next process takes over the dead lease and appends.
+    await service.append_event(stored, Event(author="next", invocation_id="after"))
+    again = await service.get_session(app_name="app", user_id="u", session_id="s")
+    assert again is not None
+    assert again.events[-1].invocation_id == "after"
+    assert (await journal.verify(default_thread_key("app", "u", "s"))).ok
