@@ -10,6 +10,7 @@ Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
     lg-journal openai-journal pai-journal      the journal's adapters (journal.adapters)
+    adk-journal
     pai-memory                                 pydantic-ai InMemoryConversationStore
     adk-memory adk-sqlite adk-db-sqlite        Google ADK InMemorySessionService /
     adk-db-postgres                            SqliteSessionService /
@@ -105,6 +106,7 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
     "openai-journal": ("openai_peer", "OpenAIPeer", {"kind": "journal"}, "path"),
     "pai-memory": ("pydantic_ai_peer", "PydanticAIPeer", {"kind": "memory"}, None),
     "pai-journal": ("pydantic_ai_peer", "PydanticAIPeer", {"kind": "journal"}, "path"),
+    "adk-journal": ("adk_peer", "AdkPeer", {"kind": "journal"}, "path"),
     "es-popo": ("eventsourcing_peer", "EventsourcingPeer", {"kind": "popo"}, None),
     "es-sqlite": (
         "eventsourcing_peer",

@@ -95,6 +95,11 @@ def make_service(spec: dict[str, Any]) -> Any:
     kind = spec["kind"]
     if kind == "memory":
         return InMemorySessionService()
+    if kind == "journal":
+        from journal import Journal
+        from journal.adapters.adk import JournalSessionService
+
+        return JournalSessionService(Journal.open(spec["root"]))
     if kind == "sqlite":
         assert SqliteSessionService is not None, "this ADK has no SqliteSessionService"
         return SqliteSessionService(spec["db"])
@@ -118,6 +123,7 @@ class AdkPeer(Adapter):
             "sqlite": "SqliteSessionService (file)",
             "db-sqlite": "DatabaseSessionService (sqlite+aiosqlite)",
             "db-postgres": "DatabaseSessionService (postgresql+asyncpg)",
+            "journal": "agent-journal JournalSessionService (file)",
         }[kind]
         durability = {
             "memory": "in memory: nothing survives",
@@ -132,13 +138,16 @@ class AdkPeer(Adapter):
                 "journal and the database"
             ),
             "db-postgres": "server defaults (see PostgreSQL below)",
+            "journal": "default: each append_event is one journal record, fsynced",
         }[kind]
         super().__init__(variant, durability)
         self.persistent = kind != "memory"
 
     def _spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"kind": self.kind}
-        if self.kind == "sqlite":
+        if self.kind == "journal":
+            spec["root"] = str(self.path)
+        elif self.kind == "sqlite":
             spec["db"] = str(self.path / "sessions.db")  # type: ignore[operator]
         elif self.kind == "db-sqlite":
             spec["url"] = f"sqlite+aiosqlite:///{self.path / 'sessions.db'}"  # type: ignore[operator]
@@ -169,7 +178,7 @@ class AdkPeer(Adapter):
         return len(session.events)
 
     def footprint(self) -> tuple[int, int] | None:
-        if self.kind in ("sqlite", "db-sqlite"):
+        if self.kind in ("sqlite", "db-sqlite", "journal"):
             assert self.path is not None
             return du(self.path)
         if self.kind == "db-postgres":
