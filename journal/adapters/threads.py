@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -78,6 +79,8 @@ class ThreadLeases:
         # and an instance used from several loops (threads) still queues per loop
         # while the lease itself serializes the loops.
         self._locks: dict[tuple[int, ThreadKey], asyncio.Lock] = {}
+        self._holders: dict[int, str] = {}
+        self._holders_lock = threading.Lock()
 
     @contextlib.asynccontextmanager
     async def writing(self, key: ThreadKey) -> AsyncIterator[ThreadWriter]:
@@ -109,7 +112,7 @@ class ThreadLeases:
             if writer is None:
                 writer = await self.journal.acquire(
                     key,
-                    self.holder,
+                    self._holder(),
                     lease_ttl=self.lease_ttl,
                     wait=self.wait,
                     defer_fence=True,
@@ -151,6 +154,20 @@ class ThreadLeases:
         finally:
             self._held.discard(key)
             await self.release(key)
+
+    def _holder(self) -> str:
+        """The holder id for this event loop: ``holder`` for the first loop to write.
+
+        One instance used from several event loops (threads) must not take its own
+        lease over from one loop to another, as a restarted process may: each
+        further loop holds leases under an id of its own and waits its turn.
+        """
+        loop = id(asyncio.get_running_loop())
+        with self._holders_lock:
+            if loop not in self._holders:
+                suffix = f"~{len(self._holders)}" if self._holders else ""
+                self._holders[loop] = self.holder + suffix
+            return self._holders[loop]
 
     def _lock(self, key: ThreadKey) -> asyncio.Lock:
         return self._locks.setdefault(
@@ -197,6 +214,10 @@ class ThreadFolds(Generic[S]):
         self._initial = initial
         self._apply = apply
         self._views: dict[ThreadKey, ThreadView[S]] = {}
+        # An adapter object may be used from several event loops in threads (the
+        # SDKs' sync entry points do): views change only under this lock, which is
+        # never held across an await.
+        self._mutex = threading.Lock()
 
     async def read(self, key: ThreadKey) -> S:
         """The thread's view as of its head now."""
@@ -204,26 +225,34 @@ class ThreadFolds(Generic[S]):
 
     async def upto(self, key: ThreadKey, version: int) -> S:
         """The thread's view as of at least ``version`` (a writer's head)."""
-        view = self._views.get(key)
-        if view is None or view.version > version:
-            # A view ahead of the log belongs to a thread erased and begun again.
-            view = ThreadView(0, self._initial())
-            self._views[key] = view
-        if view.version < version:
-            async for record in self.journal.records(key, start=view.version + 1):
-                self._apply(view.state, record)
-                view.version = record.version
+        with self._mutex:
+            view = self._views.get(key)
+            if view is None or view.version > version:
+                # A view ahead of the log belongs to a thread erased and begun again.
+                view = ThreadView(0, self._initial())
+                self._views[key] = view
+            start = view.version
+        if start < version:
+            records = [r async for r in self.journal.records(key, start=start + 1)]
+            with self._mutex:
+                # Another event loop (thread) may have folded some of them meanwhile.
+                for record in records:
+                    if record.version == view.version + 1:
+                        self._apply(view.state, record)
+                        view.version = record.version
         return view.state
 
     def committed(self, key: ThreadKey, record: Record) -> None:
         """Fold a record this process just committed, if the view is right behind."""
-        view = self._views.get(key)
-        if view is not None and view.version == record.version - 1:
-            self._apply(view.state, record)
-            view.version = record.version
-        else:
-            self._views.pop(key, None)
+        with self._mutex:
+            view = self._views.get(key)
+            if view is not None and view.version == record.version - 1:
+                self._apply(view.state, record)
+                view.version = record.version
+            elif view is None or view.version < record.version:
+                self._views.pop(key, None)
 
     def forget(self, key: ThreadKey) -> None:
         """Drop the thread's view (it is rebuilt from the log on the next read)."""
-        self._views.pop(key, None)
+        with self._mutex:
+            self._views.pop(key, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
 
 import pytest
@@ -182,3 +183,27 @@ async def test_memory_journal_sessions_are_separate():
         a, b = JournalSession("a", journal), JournalSession("b", journal)
         await a.add_items([_msg("1")])
         assert await b.get_items() == []
+
+
+async def test_one_session_written_from_threads_with_their_own_loops(tmp_path):
+    # The SDK's sync entry points run a loop per thread: one session object must not
+    # take its own lease over from loop to loop (each would fence the other).
+    root = str(tmp_path / "threads")
+    async with Journal.open(root) as journal:
+        session = JournalSession("t", journal, lease_wait=60.0)
+        errors: list[BaseException] = []
+
+        def add(i: int) -> None:
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(session.add_items([_msg(f"m{i}")]))
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                loop.close()
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+            list(pool.map(add, range(20)))
+        assert errors == []
+        items = await JournalSession("t", journal).get_items()
+        assert sorted(i["content"] for i in items) == sorted(f"m{i}" for i in range(20))
