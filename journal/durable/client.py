@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from journal.durable.errors import (
     StaleRevisionError,
@@ -328,14 +328,7 @@ class Turn:
         Raises:
             TurnStateError: The turn has ended.
         """
-        view = await self.status()
-        if view.terminal:
-            raise TurnStateError(
-                f"{self.key}: turn {self.turn_id!r} is {view.status}: nothing to pause"
-            )
-        return await self.client.control(
-            self.key, self.turn_id, "pause", request_id=request_id, reason=reason
-        )
+        return await self._control_unended("pause", request_id, reason)
 
     async def resume(self, revision: int, request_id: str | None = None) -> str:
         """Resume the paused turn, if ``revision`` is still its revision.
@@ -378,13 +371,20 @@ class Turn:
         Raises:
             TurnStateError: The turn has ended.
         """
+        return await self._control_unended("cancel", request_id, reason)
+
+    async def _control_unended(
+        self, action: Literal["pause", "cancel"], request_id: str | None, reason: str
+    ) -> str:
+        """Send ``action`` unless the turn has ended (then ``TurnStateError``)."""
         view = await self.status()
         if view.terminal:
             raise TurnStateError(
-                f"{self.key}: turn {self.turn_id!r} is {view.status}: nothing to cancel"
+                f"{self.key}: turn {self.turn_id!r} is {view.status}: nothing to "
+                f"{action}"
             )
         return await self.client.control(
-            self.key, self.turn_id, "cancel", request_id=request_id, reason=reason
+            self.key, self.turn_id, action, request_id=request_id, reason=reason
         )
 
     async def wait(self, timeout: float | None = None) -> TurnView:  # noqa: ASYNC109

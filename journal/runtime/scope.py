@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from journal.engine.diff import diff_states
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from journal.codec import Record
     from journal.keys import ThreadKey
@@ -149,23 +149,26 @@ class RunScope:
             ValueError: The change touches the thread's identity, runs or pending
                 calls.
         """
-        self._check_open()
-        async with self._lock:
-            if self._view is not None:
-                await self._commit_view(self._view, f"{reason} (direct edits first)")
-            record = await self._sink.update(reason, mutation, self.run_id)
-            if record is not None:
-                self._emit(record)
-            self._rebase()
-            return self._sink.state.copy()
+        return await self._write(
+            lambda: self._sink.update(reason, mutation, self.run_id),
+            f"{reason} (direct edits first)",
+        )
 
     async def commit(self, events: list[object]) -> AgentState:
         """Commit ``events`` inside the run; returns a copy of the state after."""
+        return await self._write(
+            lambda: self._sink.commit(events, self.run_id), "direct edits"
+        )
+
+    async def _write(
+        self, write: Callable[[], Awaitable[Record | None]], view_reason: str
+    ) -> AgentState:
+        """Commit the view's direct edits, then ``write``; rebase the view."""
         self._check_open()
         async with self._lock:
             if self._view is not None:
-                await self._commit_view(self._view, "direct edits")
-            record = await self._sink.commit(events, self.run_id)
+                await self._commit_view(self._view, view_reason)
+            record = await write()
             if record is not None:
                 self._emit(record)
             self._rebase()
