@@ -24,6 +24,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "ThreadKey",
     "check_id",
+    "checked_key",
     "decode_segment",
     "encode_segment",
 ]
@@ -76,6 +77,7 @@ def encode_segment(value: str) -> str:
 
 
 _ESCAPE = re.compile(r"%([0-9A-F]{2})")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def decode_segment(segment: str) -> str | None:
@@ -90,6 +92,8 @@ def decode_segment(segment: str) -> str | None:
     """
     if segment.startswith("%%"):
         return None
+    if _PLAIN.fullmatch(segment):
+        return segment  # nothing escaped: the common case, at regex speed
     raw = bytearray()
     i = 0
     while i < len(segment):
@@ -133,6 +137,8 @@ def _check_id(value: object, field: str) -> str:
         raise ValueError(
             f"{field} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}"
         )
+    if value.isascii() and value.isprintable():
+        return value  # no control character, no surrogate: skip the walk
     for ch in value:
         category = unicodedata.category(ch)
         if category == "Cc":
@@ -248,3 +254,37 @@ class ThreadKey(BaseModel):
             f"thread {self.namespace}/{self.agent_id}/{user}/"
             f"{self.session_id}/{self.thread_id}"
         )
+
+
+def checked_key(
+    agent_id: str,
+    session_id: str,
+    user_id: str | None,
+    thread_id: str,
+    namespace: str,
+) -> ThreadKey:
+    """A :class:`ThreadKey` of ids read back from storage, checked like the constructor.
+
+    The same checks as ``ThreadKey(...)`` (:func:`check_id` on every id) without
+    the validation machinery around them: listing builds one key per thread, and
+    for a thousand threads that machinery cost more than the walk of the disk.
+
+    Raises:
+        InvalidKeyError: An id is not valid.
+    """
+    for field, value in (
+        ("agent_id", agent_id),
+        ("session_id", session_id),
+        ("thread_id", thread_id),
+        ("namespace", namespace),
+    ):
+        check_id(value, field)
+    if user_id is not None:
+        check_id(user_id, "user_id")
+    return ThreadKey.model_construct(
+        agent_id=agent_id,
+        session_id=session_id,
+        user_id=user_id,
+        thread_id=thread_id,
+        namespace=namespace,
+    )

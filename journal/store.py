@@ -145,6 +145,35 @@ class ObjectStore(abc.ABC):
     async def children(self, prefix: str) -> builtins.list[str]:
         """The names of the immediate sub-"directories" of ``prefix``, sorted."""
 
+    async def descendants(
+        self, prefix: str, pattern: Sequence[str | None]
+    ) -> builtins.list[tuple[str, ...]]:
+        """The "directory" paths ``len(pattern)`` levels below ``prefix``, sorted.
+
+        Level ``i`` of a path is ``pattern[i]`` where that is a name, any child
+        where it is None. Only paths that hold an object are returned, each as its
+        tuple of names. The default walks :meth:`children` level by level; a
+        backend that can walk a tree in one call (the local store) overrides it.
+        """
+        prefix = prefix.strip("/")
+        found: builtins.list[tuple[str, ...]] = [()]
+        last = len(pattern) - 1
+        for level, name in enumerate(pattern):
+            deeper: builtins.list[tuple[str, ...]] = []
+            for path in found:
+                if name is not None and level < last:
+                    # A name that is not there shows as no children one level down.
+                    deeper.append((*path, name))
+                    continue
+                base = "/".join(p for p in (prefix, *path) if p)
+                names = await self.children(base)
+                if name is None:
+                    deeper.extend((*path, c) for c in names)
+                elif name in names:
+                    deeper.append((*path, name))
+            found = deeper
+        return found
+
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:

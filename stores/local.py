@@ -32,6 +32,7 @@ from journal.errors import (
     PreconditionFailedError,
     StorageError,
 )
+from journal.layout import LEASE_NAME
 from journal.store import ObjectStore, Quarantined
 from stores._files import (
     DEFAULT_LOCK_TIMEOUT,
@@ -488,6 +489,53 @@ class LocalStore(ObjectStore):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         return False
 
+    def _descendants(
+        self, prefix: str, pattern: Sequence[str | None]
+    ) -> builtins.list[tuple[str, ...]]:
+        # One call walks the whole pattern: a level at a time through the event
+        # loop would cost a worker-thread hop per directory (a thousand threads,
+        # a thousand hops). Only the last level's directories need the
+        # holds-objects walk: an ancestor holds whatever they hold.
+        prefix = prefix.strip("/")
+        directory, _ = self._dir_of(prefix)
+        found: builtins.list[tuple[tuple[str, ...], str]] = [((), directory)]
+        last = len(pattern) - 1
+        try:
+            for level, name in enumerate(pattern):
+                deeper: builtins.list[tuple[tuple[str, ...], str]] = []
+                for names, path in found:
+                    if name is not None:
+                        # Through _path, so a name a key may not hold is refused
+                        # exactly as children() of that prefix would refuse it.
+                        key = "/".join(p for p in (prefix, *names, name) if p)
+                        sub = self._path(key)
+                        if level < last or os.path.isdir(sub):
+                            deeper.append(((*names, name), sub))
+                        continue
+                    try:
+                        with os.scandir(path) as entries:
+                            deeper.extend(
+                                ((*names, e.name), e.path)
+                                for e in entries
+                                if not e.name.startswith(".")
+                                and e.is_dir(follow_symlinks=False)
+                            )
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue
+                found = deeper
+            return sorted(
+                names
+                for names, path in found
+                # A journal thread's directory holds its LEASE: one stat, where
+                # the walk would read the directory.
+                if os.path.isfile(os.path.join(path, LEASE_NAME))
+                or self._holds_objects(path)
+            )
+        except OSError as exc:
+            raise StorageError(
+                f"local storage failed listing under {prefix!r}: {exc}"
+            ) from exc
+
     def _children(self, prefix: str) -> builtins.list[str]:
         directory, _ = self._dir_of(prefix)
         try:
@@ -594,3 +642,8 @@ class LocalStore(ObjectStore):
 
     async def children(self, prefix: str) -> builtins.list[str]:
         return await run_blocking(self._children, prefix)
+
+    async def descendants(
+        self, prefix: str, pattern: Sequence[str | None]
+    ) -> builtins.list[tuple[str, ...]]:
+        return await run_blocking(self._descendants, prefix, pattern)

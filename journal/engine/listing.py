@@ -8,7 +8,13 @@ from journal import codec
 from journal import events as ev
 from journal.errors import CorruptRecordError, EncryptionError, ObjectNotFoundError
 from journal.keyring import ThreadCipher
-from journal.keys import ANONYMOUS_SEGMENT, ThreadKey, decode_segment, encode_segment
+from journal.keys import (
+    ANONYMOUS_SEGMENT,
+    ThreadKey,
+    checked_key,
+    decode_segment,
+    encode_segment,
+)
 from journal.layout import ThreadLayout
 
 if TYPE_CHECKING:
@@ -31,39 +37,30 @@ async def list_threads(
 ) -> AsyncIterator[ThreadKey]:
     """Yield the keys of the threads stored, filtered by the given ids.
 
-    ``user_id=None`` selects the anonymous user; leave it out for every user. Lists
-    directories level by level (never the whole store). A thread whose ids are too
+    ``user_id=None`` selects the anonymous user; leave it out for every user. Walks
+    only the directory levels the filters leave open (never the whole store), in
+    one call where the store can (the local store). A thread whose ids are too
     long for its path is named by its first record: ``keyring`` decrypts it when it
     is encrypted (without a usable key such a thread is not listed).
     """
 
-    async def level(
-        prefix: str, value: str | None, anonymous: bool = False
-    ) -> list[str]:
-        if anonymous:
-            return [ANONYMOUS_SEGMENT]
-        if value is not None:
-            return [encode_segment(value)]
-        return await store.children(prefix)
+    def fixed(value: str | None) -> str | None:
+        return None if value is None else encode_segment(value)
 
-    for ns in await level("", namespace):
-        if namespace is None and not _is_segment(ns):
+    user: str | None
+    if user_id is None:
+        user = ANONYMOUS_SEGMENT
+    elif user_id is ...:
+        user = None
+    else:
+        user = encode_segment(user_id)
+    pattern = (fixed(namespace), fixed(agent_id), user, fixed(session_id), None)
+    for segments in await store.descendants("", pattern):
+        if namespace is None and not _is_segment(segments[0]):
             continue  # not a namespace (the durable index's tree, say): skip it
-        for agent in await level(ns, agent_id):
-            users = await level(
-                f"{ns}/{agent}",
-                None if user_id is ... or user_id is None else user_id,
-                anonymous=user_id is None,
-            )
-            for user in users:
-                for session in await level(f"{ns}/{agent}/{user}", session_id):
-                    base = f"{ns}/{agent}/{user}/{session}"
-                    for thread in await store.children(base):
-                        key = await _key_from_segments(
-                            store, (ns, agent, user, session, thread), keyring
-                        )
-                        if key is not None:
-                            yield key
+        key = await _key_from_segments(store, segments, keyring)
+        if key is not None:
+            yield key
 
 
 def _is_segment(name: str) -> bool:
@@ -89,7 +86,7 @@ async def _key_from_segments(
         and thread is not None
         and (user is not None or segments[2] == ANONYMOUS_SEGMENT)
     ):
-        return ThreadKey(agent, session, user, thread, ns)
+        return checked_key(agent, session, user, thread, ns)
     # A hashed long-form segment: the ids are in the thread's first record.
     prefix = "/".join(segments)
     try:

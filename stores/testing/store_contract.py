@@ -471,6 +471,44 @@ class StoreContract:
         assert await store.children(f"{key_prefix}y") == ["z"]
         assert await store.children(f"{key_prefix}x/") == []
 
+    async def test_descendants(self, store: ObjectStore, key_prefix: str) -> None:
+        """``descendants`` walks a pattern of names and wildcards, as children would.
+
+        Every backend must give what walking ``children`` level by level gives
+        (the default does exactly that; the local store walks in one call).
+        """
+        names = [
+            "a/s1/t1/LEASE", "a/s1/t2/log/x", "a/s2/t1/LEASE", "b/s1/t9/LEASE",
+            "b/s3/file", "a/s1/t3/deep/er/1",
+        ]  # fmt: skip
+        await _create_all(store, [key_prefix + n for n in names])
+        await store.delete(f"{key_prefix}a/s2/t1/LEASE")  # an emptied directory
+        assert await store.descendants(key_prefix, [None, None, None]) == [
+            ("a", "s1", "t1"),
+            ("a", "s1", "t2"),
+            ("a", "s1", "t3"),
+            ("b", "s1", "t9"),
+        ]
+        assert await store.descendants(key_prefix, ["a", None, None]) == [
+            ("a", "s1", "t1"),
+            ("a", "s1", "t2"),
+            ("a", "s1", "t3"),
+        ]
+        assert await store.descendants(key_prefix, [None, "s1", "t9"]) == [
+            ("b", "s1", "t9")
+        ]
+        assert await store.descendants(key_prefix, ["zz", None, None]) == []
+        assert await store.descendants(key_prefix, [None, None]) == [
+            ("a", "s1"),
+            ("b", "s1"),
+            ("b", "s3"),
+        ]
+        assert await store.descendants(f"{key_prefix}a", [None, None]) == [
+            ("s1", "t1"),
+            ("s1", "t2"),
+            ("s1", "t3"),
+        ]
+
     async def test_children_of_missing_prefix(
         self, store: ObjectStore, key_prefix: str
     ) -> None:

@@ -256,3 +256,35 @@ def test_encoding_is_injective_and_safe(one, two):
     if decoded is None:
         assert a.startswith("%%")
     assert (a == b) == (one == two)
+
+
+class _CountingStore(LocalStore):
+    """A local store that counts the directory walks listing asks of it."""
+
+    def __init__(self, root: object) -> None:
+        super().__init__(root)  # type: ignore[arg-type]
+        self.calls: list[str] = []
+
+    async def children(self, prefix: str) -> list[str]:
+        self.calls.append("children")
+        return await super().children(prefix)
+
+    async def descendants(self, prefix, pattern):  # type: ignore[no-untyped-def]
+        self.calls.append("descendants")
+        return await super().descendants(prefix, pattern)
+
+
+async def test_listing_walks_the_local_tree_in_one_call(tmp_path):
+    # Listing used to ask for each directory's children in turn: one worker-thread
+    # hop per user and per session, 2,000 for a thousand single-thread users.
+    keys = [ThreadKey("agent", f"s{i}", user_id=f"u{i}") for i in range(12)]
+    keys.append(ThreadKey("agent", "s0", user_id=None, thread_id="side"))
+    await write_each(Journal.open(tmp_path / "root"), keys)
+    store = _CountingStore(tmp_path / "root")
+    listed = [k async for k in Journal(store).threads()]
+    assert sorted(listed, key=repr) == sorted(keys, key=repr)
+    assert store.calls == ["descendants"]
+    store.calls.clear()
+    only = [k async for k in Journal(store).threads(user_id="u3")]
+    assert only == [keys[3]]
+    assert store.calls == ["descendants"]
