@@ -174,6 +174,61 @@ class ObjectStore(abc.ABC):
             found = deeper
         return found
 
+    async def create_derived(self, key: str, data: bytes) -> bool:
+        """Create an object that can be rebuilt from others (a checkpoint).
+
+        Exclusive like :meth:`create`, but it need not be durable when this returns:
+        the local store skips its syncs, and the object becomes durable with the
+        file system's own writeback, or :meth:`flush`. A power cut before that may
+        lose it or leave it unreadable, never half-visible as something else; its
+        readers must cope (a checkpoint is skipped and rebuilt from the log). The
+        default is :meth:`create`.
+
+        Returns:
+            Whether it was created (False: the key existed).
+        """
+        from journal.errors import ObjectExistsError
+
+        try:
+            await self.create(key, data)
+        except ObjectExistsError:
+            return False
+        return True
+
+    async def replace_unsynced(
+        self, key: str, data: bytes, *, if_match: str | None
+    ) -> str:
+        """:meth:`replace`, not necessarily durable when it returns.
+
+        For an object whose older value is as good after a power cut (a lease
+        renewed by its own holder). Readers see the new value at once; a power cut
+        may bring back the old one or leave the object unreadable. The default is
+        :meth:`replace`.
+        """
+        return await self.replace(key, data, if_match=if_match)
+
+    async def create_many_derived(
+        self, items: Sequence[tuple[str, bytes]]
+    ) -> builtins.list[bool]:
+        """:meth:`create_many` for objects that can be rebuilt (checkpoint chunks).
+
+        As :meth:`create_derived`: durable only once flushed or written back,
+        except that an object seen under its name always holds its whole bytes
+        (content-addressed names are never rewritten, so a torn one would stay).
+        The default is :meth:`create_many`.
+        """
+        return await self.create_many(items)
+
+    async def flush(self, keys: Sequence[str]) -> None:
+        """Make objects written by :meth:`create_derived` (or its batch) durable.
+
+        Before anything relies on them alone: a record that references a chunk,
+        retention that removes the records a checkpoint covers. Keys that do not
+        exist are left alone. The default does nothing, for backends whose every
+        write is durable when it returns.
+        """
+        del keys
+
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:

@@ -476,10 +476,14 @@ class _Segment:
         """
         return self.append_frames(fd, [(kind, name, data)])
 
-    def append_frames(self, fd: int, items: Sequence[tuple[int, str, bytes]]) -> bool:
+    def append_frames(
+        self, fd: int, items: Sequence[tuple[int, str, bytes]], *, sync: bool = True
+    ) -> bool:
         """Append ``(kind, name, data)`` frames in one write and one sync.
 
         The caller holds the lock. Returns whether this append started the file.
+        ``sync=False`` leaves the frames to the next sync of the file (derived
+        objects: see :meth:`SegmentSet.create_many`).
         """
         index = self.index
         if index.torn:
@@ -506,7 +510,7 @@ class _Segment:
             index.size = index.end + len(payload) + self.reserve
             payload += bytes(self.reserve)
         _write_at(fd, payload, index.end)
-        if self.fsync:
+        if self.fsync and sync:
             os.fdatasync(fd)
         pos = index.end + len(head)
         for (kind, name, data), framed in zip(items, frames, strict=True):
@@ -920,9 +924,14 @@ class SegmentSet:
         return _etag(data)
 
     def create_many(
-        self, directory: str, items: Sequence[tuple[str, bytes]]
+        self, directory: str, items: Sequence[tuple[str, bytes]], *, sync: bool = True
     ) -> list[bool]:
         """Create the names not yet present, one write and one sync per segment.
+
+        ``sync=False`` writes without syncing (objects that can be rebuilt, such as
+        checkpoint chunks): they become durable with the next sync of their
+        segment (any later synced append to it, or :meth:`sync`), and a power cut
+        before that may lose them, as it may lose an interrupted write.
 
         Returns:
             Per item, whether it was created (False: the name existed, as a frame
@@ -949,14 +958,36 @@ class SegmentSet:
                         fresh[name] = i
                 if not fresh:
                     continue
-                segment.append_frames(fd, [(_PUT, *items[i]) for i in fresh.values()])
+                segment.append_frames(
+                    fd, [(_PUT, *items[i]) for i in fresh.values()], sync=sync
+                )
                 for i in fresh.values():
                     created[i] = True
                 index = segment.index
-            if self.fsync and not index.dir_synced:
+            if sync and self.fsync and not index.dir_synced:
                 fsync_dir(directory)
                 index.dir_synced = True
         return created
+
+    def sync(self, directory: str, names: Sequence[str]) -> None:
+        """Make the frames of ``names`` in ``directory`` durable (and the segments').
+
+        One ``fdatasync`` per segment holding any of them: it flushes every frame
+        written to the file before it, by any process, synced or not.
+        """
+        if not self.fsync:
+            return
+        for seg_name in sorted({s for s in map(segment_of, names) if s is not None}):
+            path = os.path.join(directory, seg_name)
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # nothing was written there: nothing to make durable
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(directory)
 
     def replace(
         self, directory: str, name: str, data: bytes, if_match: str | None, *, key: str

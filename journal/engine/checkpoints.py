@@ -100,14 +100,19 @@ async def put_chunks(
     written: set[str],
     packed: dict[str, bytes],
 ) -> None:
-    """Write the chunks not in ``written`` (and add them to it).
+    """Write the chunks not in ``written`` (and add them to it), all durable.
 
-    ``packed`` holds the bytes of chunks the chunker already encoded.
+    For a record that references them: those written before may have been a
+    checkpoint's, which are not synced, so they are flushed too. ``packed`` holds
+    the bytes of chunks the chunker already encoded.
     """
     fresh = [
         (d, packed.get(d) or pack_chunk(m)[1]) for d, m in chunks if d not in written
     ]
     await log.put_blobs(fresh)
+    # A chunk found already there (ours or a racing checkpoint's) was not synced
+    # by that batch: flush every one the record will reference.
+    await log.flush_blobs(d for d, _ in chunks)
     written.update(d for d, _ in fresh)
 
 
@@ -150,15 +155,19 @@ async def store_checkpoint(
     written: set[str],
     clock: Callable[[], float],
     step: Callable[[], None] | None = None,
+    *,
+    durable: bool = False,
 ) -> None:
     """Write a checkpoint's new chunks, the checkpoint, its seal, then the hint.
 
-    The seal is signed only when the log has a signer (a journal opened with a
-    signing key). ``step`` is called each time the work resumes (the writer counts
-    them).
+    The chunks and the checkpoint are derived data, written without syncs (see
+    :meth:`ThreadLog.create_checkpoint`) unless ``durable``, which flushes them
+    before the hint moves. The seal is signed only when the log has a signer (a
+    journal opened with a signing key). ``step`` is called each time the work
+    resumes (the writer counts them).
     """
     digests, fresh = await plan_chunks(chunker, snap.messages, written, step)
-    await log.put_blobs(fresh)
+    await log.put_blobs(fresh, derived=True)
     if step is not None:
         step()
     written.update(d for d, _ in fresh)
@@ -173,6 +182,8 @@ async def store_checkpoint(
         snap.batches,
     )
     await log.create_checkpoint(snap.version, codec.encode_checkpoint(body))
+    if durable:
+        await log.flush_checkpoint(snap.version, digests)
     if log.signer is not None:
         await write_seal(log, log.signer, snap.version, snap.record_hash, clock)
     await log.put_hint(snap.version)

@@ -294,6 +294,7 @@ class Journal:
                 ChunkEncoder(),
                 loaded.chunks,
                 self.clock,
+                durable=True,  # asked for: it should outlast a power cut
             )
         return loaded.head
 

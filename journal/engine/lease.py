@@ -259,12 +259,26 @@ async def read_lease(store: ObjectStore, key: str) -> tuple[LeaseRecord | None, 
 
 
 async def write_lease(
-    store: ObjectStore, key: str, record: LeaseRecord, etag: str | None
+    store: ObjectStore,
+    key: str,
+    record: LeaseRecord,
+    etag: str | None,
+    *,
+    durable: bool = True,
 ) -> str:
-    """CAS the lease: create when ``etag`` is None, else replace if it still matches."""
+    """CAS the lease: create when ``etag`` is None, else replace if it still matches.
+
+    ``durable=False`` is for a holder moving its own lease at its own epoch (a
+    renewal, an idle mark, a release): a power cut that loses the write leaves the
+    lease as it was before it, at the same epoch, or unreadable, which is read as
+    expired; the epoch is never in doubt, since the fence record in the log is what
+    outranks an older writer.
+    """
     data = encode_lease(record)
     if etag is None:
         return await store.create(key, data)
+    if not durable:
+        return await store.replace_unsynced(key, data, if_match=etag)
     return await store.replace(key, data, if_match=etag)
 
 

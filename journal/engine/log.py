@@ -46,7 +46,7 @@ from journal.layout import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
     from journal.keyring import Keyring, OwnerKeys
     from journal.keys import ThreadKey
@@ -247,8 +247,14 @@ class ThreadLog:
                 raise
             return codec.parse_record(data, label=self.label, version=version)
 
-    async def put_blobs(self, blobs: Sequence[tuple[str, bytes]]) -> None:
-        """Create several content-addressed blobs in one batch (existing ones stay)."""
+    async def put_blobs(
+        self, blobs: Sequence[tuple[str, bytes]], *, derived: bool = False
+    ) -> None:
+        """Create several content-addressed blobs in one batch (existing ones stay).
+
+        ``derived`` blobs (a checkpoint's chunks) need not be durable when this
+        returns: see :meth:`ObjectStore.create_derived` and :meth:`flush_blobs`.
+        """
         if not blobs:
             return
         items = []
@@ -262,7 +268,21 @@ class ThreadLog:
             if self.encrypt:
                 stored = self._writing_cipher().seal(crypto.BLOB_MAGIC, digest, stored)
             items.append((self.blob_key(digest), stored))
-        await self.store.create_many(items)
+        if derived:
+            await self.store.create_many_derived(items)
+        else:
+            await self.store.create_many(items)
+
+    async def flush_blobs(self, digests: Iterable[str]) -> None:
+        """Make blobs written as derived durable (before a record references them)."""
+        keys = [self.blob_key(d) for d in dict.fromkeys(digests)]
+        if keys:
+            await self.store.flush(keys)
+
+    async def flush_checkpoint(self, version: int, chunks: Iterable[str]) -> None:
+        """Make the checkpoint at ``version`` and its chunks durable (retention)."""
+        await self.flush_blobs(chunks)
+        await self.store.flush([self.checkpoint_key(version)])
 
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
         """Read and verify one record.
@@ -538,13 +558,17 @@ class ThreadLog:
         return data
 
     async def create_checkpoint(self, version: int, data: bytes) -> None:
-        """Create the checkpoint at ``version`` unless one exists (it is derived)."""
+        """Create the checkpoint at ``version`` unless one exists (it is derived).
+
+        Not synced (:meth:`ObjectStore.create_derived`): a checkpoint's syncs
+        would queue the commits made meanwhile behind them, and one lost to a
+        power cut costs only a longer replay. Retention flushes the one it keeps.
+        """
         if self.encrypt:
             cipher = self._writing_cipher()
             await cipher.writable()
             data = cipher.seal(crypto.CHECKPOINT_MAGIC, version_name(version), data)
-        with contextlib.suppress(ObjectExistsError):
-            await self.store.create(self.checkpoint_key(version), data)
+        await self.store.create_derived(self.checkpoint_key(version), data)
 
     async def delete_checkpoint(self, version: int) -> None:
         """Delete the checkpoint at ``version`` (retention)."""
@@ -629,16 +653,21 @@ class ThreadLog:
         """``LEASE`` with what was wrong with it, if anything (for ``verify``)."""
         return await inspect_lease(self.store, self.lease_key)
 
-    async def write_lease(self, record: LeaseRecord, etag: str | None) -> str:
+    async def write_lease(
+        self, record: LeaseRecord, etag: str | None, *, durable: bool = True
+    ) -> str:
         """Compare-and-swap ``LEASE`` to ``record``; return the new etag.
 
-        ``etag=None`` creates it (``ObjectExistsError`` if it exists).
+        ``etag=None`` creates it (``ObjectExistsError`` if it exists); see
+        :func:`journal.engine.lease.write_lease` for ``durable``.
 
         Raises:
             PreconditionFailedError: ``etag`` is no longer current.
             ObjectNotFoundError: ``LEASE`` vanished.
         """
-        return await write_lease(self.store, self.lease_key, record, etag)
+        return await write_lease(
+            self.store, self.lease_key, record, etag, durable=durable
+        )
 
     async def acquire_lease(
         self,

@@ -34,6 +34,7 @@ async def retain(
     current = await log.read_retention()
     floor = current.checkpoint if current is not None else 1
     chosen: int | None = None
+    chunks: list[str] = []
     for version in reversed(await log.checkpoint_versions()):
         if version <= floor:
             break
@@ -48,10 +49,13 @@ async def retain(
         ):
             continue
         if record.hash == body.record_hash and record.body.committed_at <= cutoff:
-            chosen = version
+            chosen, chunks = version, body.chunks
             break
     if chosen is None:
         return None
+    # From here on the checkpoint is the only copy of what the records before it
+    # held; it was written without a sync.
+    await log.flush_checkpoint(chosen, chunks)
     marker = RetentionMarker(chosen, chosen, now)
     await log.write_retention(marker)
     if await log.read_hint() < chosen:

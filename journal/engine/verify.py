@@ -11,6 +11,7 @@ tail that may hold an acknowledged record: a problem).
 from __future__ import annotations
 
 import bisect
+import struct
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +49,12 @@ if TYPE_CHECKING:
     from projections.agent_state import AgentState
 
 __all__ = ["Finding", "VerifyReport", "verify_thread"]
+
+# Checkpoints and their chunks are written without a sync (derived data): what a
+# power cut can do to one is a warning, not a problem.
+_UNSYNCED = "checkpoint (derived, written unsynced)"
+_SKIPPED = "loads skip it and replay the log"
+_FRAME_HEAD = struct.Struct(">4sI")  # a checkpoint's magic and body length
 
 
 @dataclass(slots=True)
@@ -463,7 +470,12 @@ class _Verifier:
         try:
             body = codec.decode_checkpoint(await self.log.read_checkpoint(version))
         except (ValueError, ObjectNotFoundError, EncryptionError) as exc:
-            self.problem(version, f"checkpoint is unreadable: {exc}")
+            if await self._torn_checkpoint(version):
+                # Derived data written without a sync: a power cut can leave it
+                # torn. Loads skip it; the log still holds everything it covered.
+                self.warning(version, f"{_UNSYNCED} is torn ({exc}); {_SKIPPED}")
+            else:
+                self.problem(version, f"checkpoint is unreadable: {exc}")
             return
         if body.version != version:
             self.problem(version, f"checkpoint file says version {body.version}")
@@ -483,6 +495,28 @@ class _Verifier:
             )
         await self._check_chunks(version, body.chunks)
 
+    async def _torn_checkpoint(self, version: int) -> bool:
+        """Whether the checkpoint's stored bytes look cut short by a power cut.
+
+        Empty, shorter than its frame says, or holding a whole 512-byte sector of
+        zeros (unwritten blocks read as zeros): what an unsynced write leaves.
+        A flipped bit in a complete file is corruption, not this.
+        """
+        try:
+            raw, _ = await self.log.store.read(self.log.checkpoint_key(version))
+        except ObjectNotFoundError:
+            return True
+        if len(raw) < _FRAME_HEAD.size:
+            return True
+        # A plain checkpoint's frame names its length; an encrypted container
+        # names none in the clear, so only its zeros can tell.
+        if raw[:4] == codec.CHECKPOINT_MAGIC:
+            length = _FRAME_HEAD.unpack_from(raw)[1]
+            if len(raw) < _FRAME_HEAD.size + length + 4:
+                return True
+        zero = bytes(512)
+        return any(raw[i : i + 512] == zero for i in range(0, len(raw) - 511, 512))
+
     async def _check_chunks(self, version: int, digests: list[str]) -> None:
         # Each chunk is shared by many checkpoints: check its bytes once.
         unchecked = [d for d in dict.fromkeys(digests) if d not in self.checked_chunks]
@@ -491,7 +525,9 @@ class _Verifier:
         raw = await self.log.read_blobs_raw(unchecked)
         for digest, blob in zip(unchecked, raw, strict=True):
             if blob is None:
-                self.problem(version, f"checkpoint chunk {digest} is missing")
+                self.warning(
+                    version, f"{_UNSYNCED} lacks chunk {digest} (missing); {_SKIPPED}"
+                )
                 continue
             try:
                 intact = await self.log.check_blob(blob, digest) is not None

@@ -358,7 +358,9 @@ class ThreadWriter:
             idle=lease.record.idle if idle is None else idle,
         )
         try:
-            etag = await self.log.write_lease(record, lease.etag)
+            # Our own lease at our own epoch: a sync would only make a renewal or
+            # an idle mark outlast a power cut that also ends this writer.
+            etag = await self.log.write_lease(record, lease.etag, durable=False)
         except (PreconditionFailedError, ObjectNotFoundError):
             current, etag = await self.log.read_lease()
             if (
@@ -368,7 +370,7 @@ class ThreadWriter:
             ):
                 return True, current.epoch if current else None
             # Still ours: our own earlier write landed and its reply was lost.
-            etag = await self.log.write_lease(record, etag)
+            etag = await self.log.write_lease(record, etag, durable=False)
         self._lease = LeaseState(record, etag, started)
         self._valid_until = started + self.ttl * 0.9
         return False, None
@@ -399,7 +401,7 @@ class ThreadWriter:
         record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
         async with self._lease_lock:
             with contextlib.suppress(JournalError):
-                await self.log.write_lease(record, lease.etag)
+                await self.log.write_lease(record, lease.etag, durable=False)
 
     async def set_idle(self, idle: bool) -> bool:
         """Mark the lease idle (takeable by anyone) or busy again, renewing it.
@@ -762,7 +764,7 @@ class ThreadWriter:
     async def _put_chunks(self, chunks: list[tuple[str, list[ev.Msg]]]) -> None:
         await put_chunks(self.log, chunks, self._chunks, self._chunker.packed)
 
-    async def _write_checkpoint(self, snap: Snapshot) -> None:
+    async def _write_checkpoint(self, snap: Snapshot, *, durable: bool = False) -> None:
         await store_checkpoint(
             self.log,
             snap,
@@ -770,20 +772,25 @@ class ThreadWriter:
             self._chunks,
             self.settings.clock,
             self._checkpoint_step,
+            durable=durable,
         )
 
     def _checkpoint_step(self) -> None:
         self._checkpoint_steps += 1
 
     async def checkpoint(self) -> int:
-        """Write a checkpoint at the current version now; return that version."""
+        """Write a checkpoint at the current version now; return that version.
+
+        Unlike the ones written in the background (not synced: derived data), the
+        checkpoint asked for is durable when this returns.
+        """
         async with self._lock:
             self._check_writable()
             if self._checkpointer is not None:
                 await asyncio.wait([self._checkpointer])
             snapshot = self._snapshot()
             self._last_checkpoint = self.version
-            await self._write_checkpoint(snapshot)
+            await self._write_checkpoint(snapshot, durable=True)
             return self.version
 
     # --- state changes ---
