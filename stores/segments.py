@@ -117,6 +117,7 @@ __all__ = [
     "SegmentSet",
     "SegmentTail",
     "inspect_cut",
+    "reserve_for",
     "segment_of",
 ]
 
@@ -139,13 +140,31 @@ _NUMBERED = re.compile(rf"^\.seg-\d{{{layout.VERSION_WIDTH}}}$")
 MAX_OPEN = 64
 """Segments of one store whose writers' descriptor stays open between writes."""
 RESERVE = 64 * 1024
-"""Zero bytes a record segment is extended by ahead of its frames (see above)."""
+"""The most zero bytes a record segment is extended by ahead of its frames (above)."""
+MIN_RESERVE = 4 * 1024
+"""The fewest zero bytes a record segment is extended by (a new, small one)."""
+RESERVE_SHARE = 16
+"""Below :data:`RESERVE`, a reserve is the segment's frames divided by this."""
 _ZERO_WORD = bytes(4)
 _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
 def _numbered(version: int) -> str:
     return f"{SEGMENT_PREFIX}{layout.version_name(version // RECORDS_PER_SEGMENT)}"
+
+
+def reserve_for(frames_end: int, cap: int = RESERVE) -> int:
+    """Zero bytes to extend a record segment by after frames ending at ``frames_end``.
+
+    A sixteenth of the frames, at least :data:`MIN_RESERVE` and at most ``cap``: a
+    small thread carries a few KiB of zeros, not ``cap``; a growing one extends its
+    file once per sixteenth of growth, then every ``cap`` bytes once it reaches
+    ``cap * 16``. Extending costs a commit of the file size with the sync, which the
+    writes that fit in the reserve are spared.
+    """
+    if cap <= 0:
+        return 0
+    return min(cap, max(MIN_RESERVE, frames_end // RESERVE_SHARE))
 
 
 def segment_of(name: str) -> str | None:
@@ -222,7 +241,7 @@ class _Segment:
         self.path = path
         self.fsync = fsync
         self.lock_timeout = lock_timeout
-        self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
+        self.reserve = reserve  # the most zero bytes to extend the file by (0: none)
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
         # The writers' descriptor, kept open between writes (see ``locked``).
@@ -502,9 +521,11 @@ class _Segment:
         if index.size - index.end < len(payload):
             # Extend the file past the frames by a reserve of zeros, synced with
             # them: the next appends overwrite blocks already allocated and
-            # written, so their fdatasync has no file size to commit.
-            index.size = index.end + len(payload) + self.reserve
-            payload += bytes(self.reserve)
+            # written, so their fdatasync has no file size to commit. The reserve
+            # grows with the segment, so that a small one carries few zeros.
+            reserve = reserve_for(index.end + len(payload), self.reserve)
+            index.size = index.end + len(payload) + reserve
+            payload += bytes(reserve)
         _write_at(fd, payload, index.end)
         if self.fsync:
             os.fdatasync(fd)

@@ -11,7 +11,7 @@ import pytest
 
 from journal.errors import ObjectNotFoundError
 from stores.local import LocalStore
-from stores.segments import RESERVE
+from stores.segments import MIN_RESERVE, RESERVE, RESERVE_SHARE
 from stores.testing import StoreContract
 from tests.stores._race_child import body_for
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
@@ -272,11 +272,11 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
     ]
     raw = (root / "a/b/.seg-00000000000000000000").read_bytes()
     # The segment's file-id frame (kind 3, 16 random bytes), then the record, then
-    # the reserve: zeros that the next appends overwrite.
+    # the reserve: zeros that the next appends overwrite (few, in a small segment).
     assert raw[4] == 3
     framed = encode_frame(PUT, frames[0].name, b"record")
     assert raw[35 : 35 + len(framed)] == framed
-    assert raw[35 + len(framed) :] == bytes(RESERVE)
+    assert raw[35 + len(framed) :] == bytes(MIN_RESERVE)
     # Everything else is still a plain file.
     assert (root / "a/LEASE").read_bytes() == b"lease"
     assert await store.leftovers("") == []
@@ -285,6 +285,32 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
         "a/b/00000000000000000001.rec",
         "a/b/00000000000000001024.rec",
     ]
+
+
+async def test_a_segments_reserve_grows_with_its_frames(tmp_path):
+    """A small segment carries a few KiB of zeros; a large one the whole RESERVE."""
+    store = LocalStore(tmp_path, fsync=False)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    body = bytes(range(1, 256)) * 12  # about 3 KiB
+    framed = len(encode_frame(PUT, f"{1:020d}.rec", body))
+    reserves: list[tuple[int, int]] = []  # (frames end, zeros after them)
+    size = 0
+    last = RESERVE_SHARE * RESERVE // framed + 40
+    for version in range(1, last + 1):
+        await store.create(f"t/{version:020d}.rec", body)
+        end = 35 + version * framed  # the file id's frame, then the records
+        if path.stat().st_size != size:  # this append extended the file
+            size = path.stat().st_size
+            reserves.append((end, size - end))
+    frames, tail = parse_segment(path)
+    assert (len(frames), tail) == (last, 0)
+    assert path.read_bytes()[end:] == bytes(size - end)
+    for end, zeros in reserves:
+        assert zeros == min(RESERVE, max(MIN_RESERVE, end // RESERVE_SHARE))
+    assert reserves[0][1] == MIN_RESERVE
+    assert reserves[-1][1] == RESERVE
+    # Most appends are written into a reserve, not extending the file.
+    assert len(reserves) < last // 4
 
 
 async def test_etags_hold_across_store_instances(tmp_path):
