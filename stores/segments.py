@@ -27,12 +27,15 @@ that a cached index is never applied to a new file that reused the inode number)
     15+N   L  data
     15+N+L 4  CRC-32 of the data
 
-The reserve: a record segment is extended by :data:`RESERVE` zero bytes beyond its
-frames (written and synced with the frames that did not fit), and later frames are
-written in place over them. Appending would make every ``fdatasync`` commit the new
-file size to the file system's journal as well as flush the data; writing into blocks
-already allocated and written spares that (measured in ``bench_commit.py``). Four zero
-bytes where a frame would start end the frames. Since a frame in the reserve becomes
+The reserve: a record segment is extended by zero bytes beyond its frames (written
+and synced with the frames that did not fit), and later frames are written in place
+over them. Appending would make every ``fdatasync`` commit the new file size to the
+file system's journal as well as flush the data; writing into blocks already
+allocated and written spares that (measured in ``bench_commit.py``). The reserve
+grows with the segment (:func:`reserve_for`: a sixteenth of its frames, from
+:data:`MIN_RESERVE` up to :data:`RESERVE`), so that a short thread carries a few KiB
+of zeros and a long one extends its file once per 64 KiB. Four zero bytes where a
+frame would start end the frames. Since a frame in the reserve becomes
 visible byte by byte, readers take a shared ``flock`` while they index new frames;
 writers hold the exclusive one from their index check to their sync.
 
