@@ -542,6 +542,40 @@ class _Segment:
         index.end = pos
         return started
 
+    def trim_reserve(self) -> None:
+        """Cut the reserve's zeros off the end of the file (the caller holds ``lock``).
+
+        Only under the exclusive ``flock``, taken without waiting (a writer holding
+        it keeps the reserve it is writing into), and only bytes that are all zeros
+        after the last valid frame: a torn tail is left for the next writer to
+        quarantine. Not synced: a truncation lost in a power loss brings back
+        zeros that were synced before, and zeros end the frames either way.
+        """
+        fd = self.fd
+        if fd is None or not self.reserve:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        try:
+            st = os.stat(self.path)
+            if st.st_ino != self._fd_ino:
+                return  # unlinked meanwhile, perhaps created again
+            self.refresh(fd, st=st)
+            index = self.index
+            if (
+                index.torn == 0
+                and index.size > index.end
+                and _nonzero_extent(fd, index.end, index.size) == 0
+            ):
+                os.ftruncate(fd, index.end)
+                index.size = index.end
+        except FileNotFoundError:
+            return
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
     def _quarantine(self, fd: int, offset: int, length: int) -> None:
         """Copy the ``length`` bytes at ``offset`` to a quarantine file, durably.
 
@@ -904,11 +938,17 @@ class SegmentSet:
                     self._open.pop(victim, None)
 
     def close(self) -> None:
-        """Close the descriptors kept open (reopened if the store is used again)."""
+        """Close the descriptors kept open (reopened if the store is used again).
+
+        Each record segment's reserve is cut off first, when no other writer holds
+        its lock: a closed store leaves no zeros behind (the next append extends
+        the file again).
+        """
         with self._lock:
             segments, self._open = list(self._open), {}
         for segment in segments:
             with segment.lock:
+                segment.trim_reserve()
                 segment.drop_fd()
 
     def _forget_fds(self) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import subprocess
 import sys
@@ -372,3 +373,65 @@ async def test_fsync_option(tmp_path, monkeypatch, fsync, expect_syncs):
     calls.clear()
     await store.replace("a/c", b"y", if_match=None)
     assert len(calls) == (2 if expect_syncs else 0)
+
+
+async def test_closing_a_store_cuts_its_segments_reserves(tmp_path):
+    """A closed store leaves no zeros after the frames; it appends after them again."""
+    store = LocalStore(tmp_path)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    await store.create("t/00000000000000000001.rec", b"one")
+    end = 35 + len(encode_frame(PUT, "00000000000000000001.rec", b"one"))
+    assert path.stat().st_size == end + MIN_RESERVE
+    await store.aclose()
+    assert path.stat().st_size == end
+    # Used again: the next append extends the file with a new reserve.
+    await store.create("t/00000000000000000002.rec", b"two")
+    end += len(encode_frame(PUT, "00000000000000000002.rec", b"two"))
+    assert path.stat().st_size == end + MIN_RESERVE
+    reopened = LocalStore(tmp_path)
+    assert await reopened.read("t/00000000000000000001.rec") == (
+        b"one",
+        (await store.read("t/00000000000000000001.rec"))[1],
+    )
+    frames, tail = parse_segment(path)
+    assert ([f.name for f in frames], tail) == (
+        ["00000000000000000001.rec", "00000000000000000002.rec"],
+        0,
+    )
+    await store.aclose()
+    await reopened.aclose()
+    assert path.stat().st_size == end
+
+
+async def test_closing_a_store_keeps_a_torn_tail_and_a_locked_reserve(tmp_path):
+    """Only zeros are cut: a reserve whose lock another writer holds is left alone,
+    and so is a torn frame (for the next writer to cut)."""
+    store = LocalStore(tmp_path)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    await store.create("t/00000000000000000001.rec", b"one")
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        await store.aclose()
+        assert path.stat().st_size == size  # the lock's holder may be writing
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        await store.create("t/00000000000000000002.rec", b"two")
+        assert path.stat().st_size == size  # written into the reserve
+        end = 35 + sum(
+            len(encode_frame(PUT, f"{v:020d}.rec", body))
+            for v, body in ((1, b"one"), (2, b"two"))
+        )
+        # A writer killed in the middle of its frame, inside the reserve.
+        torn = encode_frame(PUT, "00000000000000000003.rec", b"3" * 3000)[:-1500]
+        os.pwrite(fd, torn, end)
+    finally:
+        os.close(fd)
+    await store.aclose()
+    assert path.stat().st_size == size
+    assert path.read_bytes()[end : end + len(torn)] == torn
+    # The next writer cuts it and appends where the valid frames end.
+    await store.create("t/00000000000000000003.rec", b"three")
+    frames, tail = parse_segment(path)
+    assert ([f.name for f in frames][-1], tail) == ("00000000000000000003.rec", 0)
+    await store.aclose()
