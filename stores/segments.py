@@ -34,10 +34,11 @@ file system's journal as well as flush the data; writing into blocks already
 allocated and written spares that (measured in ``bench_commit.py``). The reserve
 grows with the segment (:func:`reserve_for`: a sixteenth of its frames, from
 :data:`MIN_RESERVE` up to :data:`RESERVE`), so that a short thread carries a few KiB
-of zeros and a long one extends its file once per 64 KiB. Four zero bytes where a
-frame would start end the frames. Since a frame in the reserve becomes
-visible byte by byte, readers take a shared ``flock`` while they index new frames;
-writers hold the exclusive one from their index check to their sync.
+of zeros and a long one extends its file once per 64 KiB; closing the store cuts the
+reserves off (:meth:`_Segment.trim_reserve`). Four zero bytes where a frame would
+start end the frames, and so does the end of the file. Since a frame in the reserve
+becomes visible byte by byte, readers take a shared ``flock`` while they index new
+frames; writers hold the exclusive one from their index check to their sync.
 
 Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
