@@ -27,14 +27,18 @@ that a cached index is never applied to a new file that reused the inode number)
     15+N   L  data
     15+N+L 4  CRC-32 of the data
 
-The reserve: a record segment is extended by :data:`RESERVE` zero bytes beyond its
-frames (written and synced with the frames that did not fit), and later frames are
-written in place over them. Appending would make every ``fdatasync`` commit the new
-file size to the file system's journal as well as flush the data; writing into blocks
-already allocated and written spares that (measured in ``bench_commit.py``). Four zero
-bytes where a frame would start end the frames. Since a frame in the reserve becomes
-visible byte by byte, readers take a shared ``flock`` while they index new frames;
-writers hold the exclusive one from their index check to their sync.
+The reserve: a record segment is extended by zero bytes beyond its frames (written
+and synced with the frames that did not fit), and later frames are written in place
+over them. Appending would make every ``fdatasync`` commit the new file size to the
+file system's journal as well as flush the data; writing into blocks already
+allocated and written spares that (measured in ``bench_commit.py``). The reserve
+grows with the segment (:func:`reserve_for`: a sixteenth of its frames, from
+:data:`MIN_RESERVE` up to :data:`RESERVE`), so that a short thread carries a few KiB
+of zeros and a long one extends its file once per 64 KiB; closing the store cuts the
+reserves off (:meth:`_Segment.trim_reserve`). Four zero bytes where a frame would
+start end the frames, and so does the end of the file. Since a frame in the reserve
+becomes visible byte by byte, readers take a shared ``flock`` while they index new
+frames; writers hold the exclusive one from their index check to their sync.
 
 Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
@@ -117,6 +121,7 @@ __all__ = [
     "SegmentSet",
     "SegmentTail",
     "inspect_cut",
+    "reserve_for",
     "segment_of",
 ]
 
@@ -139,13 +144,31 @@ _NUMBERED = re.compile(rf"^\.seg-\d{{{layout.VERSION_WIDTH}}}$")
 MAX_OPEN = 64
 """Segments of one store whose writers' descriptor stays open between writes."""
 RESERVE = 64 * 1024
-"""Zero bytes a record segment is extended by ahead of its frames (see above)."""
+"""The most zero bytes a record segment is extended by ahead of its frames (above)."""
+MIN_RESERVE = 4 * 1024
+"""The fewest zero bytes a record segment is extended by (a new, small one)."""
+RESERVE_SHARE = 16
+"""Below :data:`RESERVE`, a reserve is the segment's frames divided by this."""
 _ZERO_WORD = bytes(4)
 _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
 def _numbered(version: int) -> str:
     return f"{SEGMENT_PREFIX}{layout.version_name(version // RECORDS_PER_SEGMENT)}"
+
+
+def reserve_for(frames_end: int, cap: int = RESERVE) -> int:
+    """Zero bytes to extend a record segment by after frames ending at ``frames_end``.
+
+    A sixteenth of the frames, at least :data:`MIN_RESERVE` and at most ``cap``: a
+    small thread carries a few KiB of zeros, not ``cap``; a growing one extends its
+    file once per sixteenth of growth, then every ``cap`` bytes once it reaches
+    ``cap * 16``. Extending costs a commit of the file size with the sync, which the
+    writes that fit in the reserve are spared.
+    """
+    if cap <= 0:
+        return 0
+    return min(cap, max(MIN_RESERVE, frames_end // RESERVE_SHARE))
 
 
 def segment_of(name: str) -> str | None:
@@ -222,7 +245,7 @@ class _Segment:
         self.path = path
         self.fsync = fsync
         self.lock_timeout = lock_timeout
-        self.reserve = reserve  # zero bytes to extend the file by ahead of its frames
+        self.reserve = reserve  # the most zero bytes to extend the file by (0: none)
         self.index = _Index()
         self.lock = threading.Lock()  # flock does not exclude threads of a process
         # The writers' descriptor, kept open between writes (see ``locked``).
@@ -506,9 +529,11 @@ class _Segment:
         if index.size - index.end < len(payload):
             # Extend the file past the frames by a reserve of zeros, synced with
             # them: the next appends overwrite blocks already allocated and
-            # written, so their fdatasync has no file size to commit.
-            index.size = index.end + len(payload) + self.reserve
-            payload += bytes(self.reserve)
+            # written, so their fdatasync has no file size to commit. The reserve
+            # grows with the segment, so that a small one carries few zeros.
+            reserve = reserve_for(index.end + len(payload), self.reserve)
+            index.size = index.end + len(payload) + reserve
+            payload += bytes(reserve)
         _write_at(fd, payload, index.end)
         if self.fsync and sync:
             os.fdatasync(fd)
@@ -521,6 +546,40 @@ class _Segment:
             pos += len(framed)
         index.end = pos
         return started
+
+    def trim_reserve(self) -> None:
+        """Cut the reserve's zeros off the end of the file (the caller holds ``lock``).
+
+        Only under the exclusive ``flock``, taken without waiting (a writer holding
+        it keeps the reserve it is writing into), and only bytes that are all zeros
+        after the last valid frame: a torn tail is left for the next writer to
+        quarantine. Not synced: a truncation lost in a power loss brings back
+        zeros that were synced before, and zeros end the frames either way.
+        """
+        fd = self.fd
+        if fd is None or not self.reserve:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        try:
+            st = os.stat(self.path)
+            if st.st_ino != self._fd_ino:
+                return  # unlinked meanwhile, perhaps created again
+            self.refresh(fd, st=st)
+            index = self.index
+            if (
+                index.torn == 0
+                and index.size > index.end
+                and _nonzero_extent(fd, index.end, index.size) == 0
+            ):
+                os.ftruncate(fd, index.end)
+                index.size = index.end
+        except FileNotFoundError:
+            return
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _quarantine(self, fd: int, offset: int, length: int) -> None:
         """Copy the ``length`` bytes at ``offset`` to a quarantine file, durably.
@@ -884,11 +943,17 @@ class SegmentSet:
                     self._open.pop(victim, None)
 
     def close(self) -> None:
-        """Close the descriptors kept open (reopened if the store is used again)."""
+        """Close the descriptors kept open (reopened if the store is used again).
+
+        Each record segment's reserve is cut off first, when no other writer holds
+        its lock: a closed store leaves no zeros behind (the next append extends
+        the file again).
+        """
         with self._lock:
             segments, self._open = list(self._open), {}
         for segment in segments:
             with segment.lock:
+                segment.trim_reserve()
                 segment.drop_fd()
 
     def _forget_fds(self) -> None:

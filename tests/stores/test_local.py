@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from journal.errors import ObjectNotFoundError
 from stores.local import LocalStore
-from stores.segments import RESERVE
+from stores.segments import MIN_RESERVE, RESERVE, RESERVE_SHARE
 from stores.testing import StoreContract
 from tests.stores._race_child import body_for
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
@@ -272,11 +273,11 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
     ]
     raw = (root / "a/b/.seg-00000000000000000000").read_bytes()
     # The segment's file-id frame (kind 3, 16 random bytes), then the record, then
-    # the reserve: zeros that the next appends overwrite.
+    # the reserve: zeros that the next appends overwrite (few, in a small segment).
     assert raw[4] == 3
     framed = encode_frame(PUT, frames[0].name, b"record")
     assert raw[35 : 35 + len(framed)] == framed
-    assert raw[35 + len(framed) :] == bytes(RESERVE)
+    assert raw[35 + len(framed) :] == bytes(MIN_RESERVE)
     # Everything else is still a plain file.
     assert (root / "a/LEASE").read_bytes() == b"lease"
     assert await store.leftovers("") == []
@@ -285,6 +286,32 @@ async def test_records_are_frames_of_a_segment_under_the_root(tmp_path):
         "a/b/00000000000000000001.rec",
         "a/b/00000000000000001024.rec",
     ]
+
+
+async def test_a_segments_reserve_grows_with_its_frames(tmp_path):
+    """A small segment carries a few KiB of zeros; a large one the whole RESERVE."""
+    store = LocalStore(tmp_path, fsync=False)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    body = bytes(range(1, 256)) * 12  # about 3 KiB
+    framed = len(encode_frame(PUT, f"{1:020d}.rec", body))
+    reserves: list[tuple[int, int]] = []  # (frames end, zeros after them)
+    size = 0
+    last = RESERVE_SHARE * RESERVE // framed + 40
+    for version in range(1, last + 1):
+        await store.create(f"t/{version:020d}.rec", body)
+        end = 35 + version * framed  # the file id's frame, then the records
+        if path.stat().st_size != size:  # this append extended the file
+            size = path.stat().st_size
+            reserves.append((end, size - end))
+    frames, tail = parse_segment(path)
+    assert (len(frames), tail) == (last, 0)
+    assert path.read_bytes()[end:] == bytes(size - end)
+    for end, zeros in reserves:
+        assert zeros == min(RESERVE, max(MIN_RESERVE, end // RESERVE_SHARE))
+    assert reserves[0][1] == MIN_RESERVE
+    assert reserves[-1][1] == RESERVE
+    # Most appends are written into a reserve, not extending the file.
+    assert len(reserves) < last // 4
 
 
 async def test_etags_hold_across_store_instances(tmp_path):
@@ -346,3 +373,65 @@ async def test_fsync_option(tmp_path, monkeypatch, fsync, expect_syncs):
     calls.clear()
     await store.replace("a/c", b"y", if_match=None)
     assert len(calls) == (2 if expect_syncs else 0)
+
+
+async def test_closing_a_store_cuts_its_segments_reserves(tmp_path):
+    """A closed store leaves no zeros after the frames; it appends after them again."""
+    store = LocalStore(tmp_path)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    await store.create("t/00000000000000000001.rec", b"one")
+    end = 35 + len(encode_frame(PUT, "00000000000000000001.rec", b"one"))
+    assert path.stat().st_size == end + MIN_RESERVE
+    await store.aclose()
+    assert path.stat().st_size == end
+    # Used again: the next append extends the file with a new reserve.
+    await store.create("t/00000000000000000002.rec", b"two")
+    end += len(encode_frame(PUT, "00000000000000000002.rec", b"two"))
+    assert path.stat().st_size == end + MIN_RESERVE
+    reopened = LocalStore(tmp_path)
+    assert await reopened.read("t/00000000000000000001.rec") == (
+        b"one",
+        (await store.read("t/00000000000000000001.rec"))[1],
+    )
+    frames, tail = parse_segment(path)
+    assert ([f.name for f in frames], tail) == (
+        ["00000000000000000001.rec", "00000000000000000002.rec"],
+        0,
+    )
+    await store.aclose()
+    await reopened.aclose()
+    assert path.stat().st_size == end
+
+
+async def test_closing_a_store_keeps_a_torn_tail_and_a_locked_reserve(tmp_path):
+    """Only zeros are cut: a reserve whose lock another writer holds is left alone,
+    and so is a torn frame (for the next writer to cut)."""
+    store = LocalStore(tmp_path)
+    path = tmp_path / "t/.seg-00000000000000000000"
+    await store.create("t/00000000000000000001.rec", b"one")
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        await store.aclose()
+        assert path.stat().st_size == size  # the lock's holder may be writing
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        await store.create("t/00000000000000000002.rec", b"two")
+        assert path.stat().st_size == size  # written into the reserve
+        end = 35 + sum(
+            len(encode_frame(PUT, f"{v:020d}.rec", body))
+            for v, body in ((1, b"one"), (2, b"two"))
+        )
+        # A writer killed in the middle of its frame, inside the reserve.
+        torn = encode_frame(PUT, "00000000000000000003.rec", b"3" * 3000)[:-1500]
+        os.pwrite(fd, torn, end)
+    finally:
+        os.close(fd)
+    await store.aclose()
+    assert path.stat().st_size == size
+    assert path.read_bytes()[end : end + len(torn)] == torn
+    # The next writer cuts it and appends where the valid frames end.
+    await store.create("t/00000000000000000003.rec", b"three")
+    frames, tail = parse_segment(path)
+    assert ([f.name for f in frames][-1], tail) == ("00000000000000000003.rec", 0)
+    await store.aclose()
