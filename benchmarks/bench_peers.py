@@ -171,6 +171,7 @@ class Plan:
     list_reps: int = 5
     cli_reps: int = 5
     cli_length: int = 5000
+    cli_timeout: float = 60.0
     concurrency: list[int] = dataclasses.field(default_factory=lambda: [1, 8, 64])
     concurrency_turns: int = 50
     concurrency_rounds: int = 2
@@ -179,7 +180,7 @@ class Plan:
 FULL = Plan([100, 1000, 5000], 100, 10, [1000, 5000], 5, 1000, [1000, 5000])
 QUICK = Plan(
     [20, 100], 20, 5, [100], 1, 100, [100],
-    small_threads=100, list_reps=3, cli_reps=3, cli_length=100,
+    small_threads=100, list_reps=3, cli_reps=3, cli_length=100, cli_timeout=20.0,
     concurrency_turns=10, concurrency_rounds=1,
 )  # fmt: skip
 # --sections: "main" is the persist / load / bytes run (aliases below).
@@ -641,7 +642,10 @@ async def fill_cli_thread(root: Path, length: int) -> None:
     await journal.aclose()
 
 
-def run_cli(root: Path, length: int, reps: int) -> dict[str, Any]:
+SLOW_CLI = 2.0
+
+
+def run_cli(root: Path, length: int, reps: int, timeout: float) -> dict[str, Any]:
     """Wall time of cold CLI commands on the thread at ``root``, beside two floors."""
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
@@ -652,20 +656,32 @@ def run_cli(root: Path, length: int, reps: int) -> dict[str, Any]:
     commands: dict[str, list[str]] = {
         "python -c pass": [py, "-c", "pass"],
         'python -c "import journal"': [py, "-c", "import journal"],
-        "python -m journal state": [py, "-m", "journal", "state", *thread],
         "python -m journal state --json":
             [py, "-m", "journal", "state", "--json", *thread],
+        "python -m journal state": [py, "-m", "journal", "state", *thread],
     }  # fmt: skip
     script = Path(py).parent / "agent-journal"
     if script.exists():
-        name = "agent-journal state (console script)"
-        commands[name] = [str(script), "state", *thread]
+        name = "agent-journal state --json (console script)"
+        commands[name] = [str(script), "state", "--json", *thread]
     times: dict[str, list[float]] = {name: [] for name in commands}
     sizes: dict[str, int] = {}
+    timed_out: dict[str, float] = {}
+    # A command whose untimed first run took over SLOW_CLI seconds is timed twice,
+    # not ``reps`` times; one that runs past the timeout is reported as such.
+    wanted = dict.fromkeys(commands, reps)
     for rep in range(reps + 1):  # the first round warms the page cache, untimed
         for name, argv in commands.items():
+            if name in timed_out or len(times[name]) >= wanted[name]:
+                continue
             t0 = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, env=env, check=False)
+            try:
+                done = subprocess.run(
+                    argv, capture_output=True, env=env, check=False, timeout=timeout
+                )
+            except subprocess.TimeoutExpired:
+                timed_out[name] = timeout
+                continue
             took = time.perf_counter() - t0
             if done.returncode != 0:
                 raise RuntimeError(
@@ -675,6 +691,8 @@ def run_cli(root: Path, length: int, reps: int) -> dict[str, Any]:
             sizes[name] = len(done.stdout)
             if rep:
                 times[name].append(took)
+            elif took > SLOW_CLI:
+                wanted[name] = min(reps, 2)
     counting = (
         "import sys, io, contextlib\n"
         "import journal\n"
@@ -683,7 +701,7 @@ def run_cli(root: Path, length: int, reps: int) -> dict[str, Any]:
         "b = len(sys.modules)\n"
         "from journal.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    main({['state', *thread]!r})\n"
+        f"    main({['state', '--json', *thread]!r})\n"
         "print(a, b, len(sys.modules))\n"
     )
     counted = subprocess.run(
@@ -697,7 +715,9 @@ def run_cli(root: Path, length: int, reps: int) -> dict[str, Any]:
     return {
         "length": length,
         "reps": reps,
-        "median": {name: statistics.median(ts) for name, ts in times.items()},
+        "median": {name: statistics.median(ts) for name, ts in times.items() if ts},
+        "runs": {name: len(ts) for name, ts in times.items()},
+        "timed_out": timed_out,
         "stdout_bytes": sizes,
         "modules": {
             "python": int(base.stdout),
@@ -1056,21 +1076,32 @@ def render_extra(res: Results) -> list[str]:
             "End-to-end wall time of `subprocess.run` of each command (a new "
             "interpreter, imports, open, load, render, exit), output to a pipe, on "
             "the agent-journal (fsync=True) thread the persist section wrote; median "
-            f"of {cli['reps']} runs after one untimed round (page cache warm). "
-            "`state` rebuilds the thread's full state at its head and prints it; "
-            "the two `python -c` lines are the floors any Python command pays.",
+            f"of {cli['reps']} runs after one untimed run (page cache warm); a "
+            f"command whose untimed run took over {SLOW_CLI:.0f} s is timed twice. "
+            "`state` rebuilds the thread's full state at its head and prints it "
+            "(`--json`: one JSON document; without: the text tables); the two "
+            "`python -c` lines are the floors any Python command pays.",
             "",
-            "| command | wall (ms) | stdout bytes |",
-            "| --- | ---: | ---: |",
+            "| command | wall (ms) | runs | stdout bytes |",
+            "| --- | ---: | ---: | ---: |",
         ]
-        for name, value in cli["median"].items():
-            lines.append(f"| `{name}` | {ms(value)} | {cli['stdout_bytes'][name]:,} |")
+        for name in cli["runs"]:
+            if name in cli["timed_out"]:
+                lines.append(
+                    f"| `{name}` | > {cli['timed_out'][name] * 1e3:,.0f} (timed out) "
+                    "| 0 | - |"
+                )
+                continue
+            lines.append(
+                f"| `{name}` | {ms(cli['median'][name])} | {cli['runs'][name]} | "
+                f"{cli['stdout_bytes'][name]:,} |"
+            )
         lines += [
             "",
             f"Modules in `sys.modules`: {mods['python']} at start, "
             f"{mods['import journal']} after `import journal`, "
             f"{mods['import journal.cli']} after `import journal.cli`, "
-            f"{mods['after state']} after running `state` in process.",
+            f"{mods['after state']} after running `state --json` in process.",
         ]
     conc = res.extra.get("concurrency")
     if conc:
@@ -1480,7 +1511,7 @@ async def main_async(args: argparse.Namespace) -> Results:
             length = max(plan.lengths) if rows else plan.cli_length
             if not rows:
                 await fill_cli_thread(root, length)
-            extra["cli"] = run_cli(root, length, plan.cli_reps)
+            extra["cli"] = run_cli(root, length, plan.cli_reps, plan.cli_timeout)
             log(f"cli: {extra['cli']}")
         if "small" in sections or "list" in sections:
             extra["small"] = await run_small(
