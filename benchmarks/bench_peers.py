@@ -1,11 +1,13 @@
 """agent-journal beside the stores users pick instead, on one workload, in one run.
 
-Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--out PATH]``
+Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--sections NAMES]
+[--out PATH]`` (sections: main, s3, small, list, cli, concurrency; default all)
 (from a ``pip install -e '.[bench]'`` checkout). It writes ``benchmarks/RESULTS.md``.
 
 Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
 
     aj-fsync aj-nofsync aj-memory              agent-journal, local disk / memory://
+    aj-zstd aj-agent                           (compression=zstd; Agent.call writes)
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
@@ -1002,7 +1004,7 @@ def render_extra(res: Results) -> list[str]:
             f"{small_mod.TURNS} turns (the workload's first {small_mod.TURNS}). Only "
             "loads are timed, so the fill takes each system's fastest path that "
             "stores the same rows (fill column): agent-journal appends turn by turn "
-            "with fsync=False (the files are the same as with fsync=True), eight "
+            "with fsync=False (the same records as with fsync=True), eight "
             "threads at once; OpenAI one `add_items` per thread with all its items; "
             "eventsourcing one `save` per thread with all its events. Then a fresh "
             "process opens the store once (open column, after its imports) and "
@@ -1387,6 +1389,15 @@ def render(res: Results) -> str:
         "events (plus TodosWritten / PlanModeEntered / PlanModeExited / SummarySet "
         "when side state changes) through a held writer; default checkpoints "
         "(100 to 200 records apart, at a chunk boundary). Load: `Journal.load`.",
+        "- agent-journal, runtime (`aj-agent`): one `Agent.call(user text)` on one "
+        "warm `Agent` (lease kept between calls, the default) with an instant "
+        "model that answers the preamble and the tool call, then the answer; the "
+        "read-only `search` tool returns the result and sets the turn's side state "
+        "(`ctx.tasks.write_todos`, `ctx.update_state` for plan mode and the "
+        "summary). The time is the runtime's own overhead plus its records "
+        "(run start, message and write-ahead tool call, tool completion, answer "
+        "and run end: four or five fsynced appends). Its background checkpoints "
+        "are not waited for (the runtime keeps its writer to itself).",
         "- LangGraph: one `put` of the checkpoint a MessagesState graph writes at "
         'the end of an `invoke(..., durability="exit")`: the whole message list and '
         "the side-state channels as channel values, the bumped channel versions as "

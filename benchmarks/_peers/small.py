@@ -5,7 +5,7 @@ Only the loads and the listing are timed (by a fresh process, ``bench_peers.py
 same rows as turn-by-turn writing would:
 
 - agent-journal: one ``ThreadWriter.append`` per turn, as in the main run, through
-  a journal opened with ``fsync=False`` (the files are the same; only the fsyncs are
+  a journal opened with ``fsync=False`` (the same records; only the fsyncs are
   skipped), eight threads filled at once;
 - OpenAI SQLiteSession: one ``add_items`` per thread with all of its items (one
   transaction instead of 100: the same rows, in the same order);
