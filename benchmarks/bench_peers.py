@@ -854,8 +854,8 @@ def losses(res: Results) -> list[str]:
         if row.key.startswith("aj-"):
             continue
         bases = [rows.get(BASELINES[row.durable])]
-        if row.durable == "durable":
-            bases.append(rows.get("aj-agent"))
+        if row.durable == "durable" and not row.key.endswith("-journal"):
+            bases.append(rows.get("aj-agent"))  # the journal's adapters: not peers
         for base in bases:
             if base is not None:
                 out += _losses_against(res, row, base)
