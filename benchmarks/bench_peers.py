@@ -1,11 +1,13 @@
 """agent-journal beside the stores users pick instead, on one workload, in one run.
 
-Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--out PATH]``
+Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--sections NAMES]
+[--out PATH]`` (sections: main, s3, small, list, cli, concurrency; default all)
 (from a ``pip install -e '.[bench]'`` checkout). It writes ``benchmarks/RESULTS.md``.
 
 Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
 
     aj-fsync aj-nofsync aj-memory              agent-journal, local disk / memory://
+    aj-zstd aj-agent                           (compression=zstd; Agent.call writes)
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
@@ -62,7 +64,7 @@ for _path in (str(ROOT), str(HERE)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from _peers.workload import make_turn  # noqa: E402
+from _peers.workload import make_turn, text_bytes  # noqa: E402
 
 if TYPE_CHECKING:
     from _peers.base import Adapter
@@ -81,6 +83,7 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
         "root",
     ),
     "aj-memory": ("journal_peer", "JournalPeer", {}, "memory"),
+    "aj-agent": ("agent_peer", "AgentPeer", {}, "root"),
     "lg-memory": ("langgraph_peer", "LangGraphPeer", {"kind": "memory"}, None),
     "lg-sqlite": ("langgraph_peer", "LangGraphPeer", {"kind": "sqlite"}, "path"),
     "lg-sqlite-normal": (
@@ -165,10 +168,26 @@ class Plan:
     load_reps: int
     bytes_at: int
     s3_lengths: list[int]
+    small_threads: int = 1000
+    """Section small/list: how many threads of 100 turns."""
+    list_reps: int = 5
+    cli_reps: int = 5
+    cli_length: int = 5000
+    cli_timeout: float = 60.0
+    concurrency: list[int] = dataclasses.field(default_factory=lambda: [1, 8, 64])
+    concurrency_turns: int = 50
+    concurrency_rounds: int = 2
 
 
 FULL = Plan([100, 1000, 5000], 100, 10, [1000, 5000], 5, 1000, [1000, 5000])
-QUICK = Plan([20, 100], 20, 5, [100], 1, 100, [100])
+QUICK = Plan(
+    [20, 100], 20, 5, [100], 1, 100, [100],
+    small_threads=100, list_reps=3, cli_reps=3, cli_length=100, cli_timeout=20.0,
+    concurrency_turns=10, concurrency_rounds=1,
+)  # fmt: skip
+# --sections: "main" is the persist / load / bytes run (aliases below).
+SECTIONS = ("main", "s3", "small", "list", "cli", "concurrency")
+SECTION_ALIASES = {"persist": "main", "load": "main", "bytes": "main"}
 
 
 @dataclasses.dataclass
@@ -186,7 +205,10 @@ class Row:
     loads: dict[int, list[dict[str, float]]] = dataclasses.field(default_factory=dict)
     seeded: list[int] = dataclasses.field(default_factory=list)
     footprint: tuple[int, int] | None = None
+    footprint_checkpointed: tuple[int, int] | None = None
+    """SQLite in WAL mode: the footprint once the WAL is checkpointed (TRUNCATE)."""
     payload: int = 0
+    text: int = 0
     journal_mode: str = ""
 
     def mean(self, length: int) -> float:
@@ -199,6 +221,15 @@ class Row:
 
     def p99(self, length: int) -> float:
         return pct(self.latencies[length], 0.99)
+
+    def smallest_footprint(self) -> tuple[int, int] | None:
+        """The footprint, or the checkpointed one where that is smaller (per field)."""
+        if self.footprint is None or self.footprint_checkpointed is None:
+            return self.footprint
+        return (
+            min(self.footprint[0], self.footprint_checkpointed[0]),
+            min(self.footprint[1], self.footprint_checkpointed[1]),
+        )
 
     def load(self, length: int) -> float | None:
         runs = self.loads.get(length)
@@ -226,6 +257,8 @@ class Results:
     loadavg: tuple[tuple[float, ...], tuple[float, ...]]
     command: str
     workdir_fs: str
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The small, list, cli and concurrency sections' results, by section."""
 
 
 def pct(values: list[float], p: float) -> float:
@@ -356,17 +389,21 @@ async def timed_block(adapter: Adapter, n: int) -> tuple[list[float], float]:
 
 
 async def load_in_child(adapter: Adapter) -> dict[str, float]:
-    spec = json.dumps(adapter.loader_spec())
+    return await run_child(adapter.module, adapter.loader_spec(), adapter.name)
+
+
+async def run_child(module: str, spec: dict[str, Any], what: str) -> dict[str, Any]:
+    """Run ``--child MODULE SPEC`` in a fresh process; return the JSON it prints."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(SCRIPT), "--child", adapter.module, spec,
+        sys.executable, str(SCRIPT), "--child", module, json.dumps(spec),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(
-            f"loader for {adapter.name} failed: {err.decode(errors='replace')[-2000:]}"
+            f"child for {what} failed: {err.decode(errors='replace')[-2000:]}"
         )
-    result: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     return result
 
 
@@ -374,6 +411,27 @@ async def load_in_process(adapter: Adapter) -> dict[str, float]:
     t0 = time.perf_counter()
     items = await adapter.load()
     return {"open_s": 0.0, "load_s": time.perf_counter() - t0, "items": items}
+
+
+def checkpointed_footprint(directory: Path, db_name: str) -> tuple[int, int] | None:
+    """(bytes, du) of a copy of ``directory`` after ``PRAGMA wal_checkpoint(TRUNCATE)``.
+
+    A SQLite database in WAL mode keeps the newest pages in its -wal file until a
+    checkpoint copies them into the database (SQLite does that every 1,000 pages):
+    the WAL then holds a second copy of recent rows. The copy is checkpointed from a
+    separate connection, so that the peer's own files and connection are untouched.
+    """
+    with tempfile.TemporaryDirectory(prefix="aj-walckpt-") as tmp:
+        copy = Path(tmp) / "db"
+        shutil.copytree(directory, copy)
+        try:
+            with contextlib.closing(sqlite3.connect(copy / db_name)) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:  # pragma: no cover - reported as missing
+            return None
+        from _peers.base import du
+
+        return du(copy)
 
 
 def journal_mode(path: Path) -> str:
@@ -444,13 +502,20 @@ async def run_benchmark(
                 log(f"  {adapter.key}: {how} to {length} in {took:.1f} s")
             if length == plan.bytes_at:
                 payload = sum(payload_bytes(make_turn(i)) for i in range(length))
+                text = sum(text_bytes(make_turn(i)) for i in range(length))
                 for adapter in adapters:
                     row = rows[adapter.key]
                     row.footprint = adapter.footprint()
                     row.payload = payload
+                    row.text = text
                     sqlite_file = SQLITE_FILES.get(adapter.key)
                     if sqlite_file and getattr(adapter, "path", None):
                         row.journal_mode = journal_mode(adapter.path / sqlite_file)  # type: ignore[attr-defined]
+                        if row.journal_mode.lower() == "wal":
+                            row.footprint_checkpointed = checkpointed_footprint(
+                                adapter.path,  # type: ignore[attr-defined]
+                                sqlite_file,
+                            )
             if length in plan.load_lengths:
                 for rep in range(plan.load_reps):
                     order = (
@@ -486,6 +551,233 @@ async def run_benchmark(
             with contextlib.suppress(Exception):
                 await adapter.close()
     return rows, left_out
+
+
+# --- small threads, listing, cold CLI, concurrency ----------------------------------
+
+
+async def run_small(
+    plan: Plan,
+    workdir: Path,
+    *,
+    loads: bool,
+    listing: bool,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> dict[str, Any]:
+    """Fill each system with ``plan.small_threads`` threads; time loads and listing."""
+    import _peers.small as small
+
+    n = plan.small_threads
+    out: dict[str, Any] = {"n": n, "rows": {}, "left_out": [], "text": 0}
+    out["text"] = small.text_of_threads(n)
+    specs: dict[str, dict[str, Any]] = {}
+    for key, (name, fill_fn, _load, _list, _why) in small.SYSTEMS.items():
+        directory = workdir / "small" / key
+        t0 = time.perf_counter()
+        try:
+            spec = await fill_fn(directory, n)
+        except ImportError as exc:
+            out["left_out"].append((name, f"cannot import its package ({exc})"))
+            log(f"[small {key} left out: {exc}]")
+            continue
+        fill_s = time.perf_counter() - t0
+        row: dict[str, Any] = {"name": name, "fill_s": fill_s}
+        row["footprint"] = small.footprint(directory)
+        db = SQLITE_FILES.get(key)
+        if db and journal_mode(directory / db).lower() == "wal":
+            row["footprint_checkpointed"] = checkpointed_footprint(directory, db)
+        out["rows"][key] = row
+        specs[key] = {**spec, "system": key}
+        log(f"  small {key}: filled {n} x {small.TURNS} turns in {fill_s:.1f} s")
+    if loads:
+        for key, spec in specs.items():
+            result = await run_child("small", {**spec, "op": "load_many"}, key)
+            if result["bad"]:
+                raise RuntimeError(f"small {key}: {result['bad']} threads loaded short")
+            row = out["rows"][key]
+            row["open_s"] = result["open_s"]
+            row["p50"] = statistics.median(result["loads"])
+            row["p99"] = pct(result["loads"], 0.99)
+            row["total_s"] = sum(result["loads"])
+            log(
+                f"  small {key}: open {ms(row['open_s'])} ms, load p50 "
+                f"{ms(row['p50'])} ms, p99 {ms(row['p99'])} ms"
+            )
+    if listing:
+        listers = [k for k in specs if small.SYSTEMS[k][3] is not None]
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in listers}
+        for rep in range(plan.list_reps):
+            for key in listers[rep % len(listers) :] + listers[: rep % len(listers)]:
+                result = await run_child("small", {**specs[key], "op": "list"}, key)
+                if result["count"] != n:
+                    raise RuntimeError(f"list {key}: {result['count']} of {n} threads")
+                runs[key].append(result)
+        out["list"] = {
+            key: {
+                "total_s": statistics.median(r["open_s"] + r["list_s"] for r in rs),
+                "open_s": statistics.median(r["open_s"] for r in rs),
+                "count": rs[0]["count"],
+                "reps": len(rs),
+            }
+            for key, rs in runs.items()
+        }
+        out["not_listed"] = [
+            (small.SYSTEMS[k][0], small.SYSTEMS[k][4])
+            for k in specs
+            if small.SYSTEMS[k][3] is None
+        ]
+        log(f"  list: {out['list']}")
+    return out
+
+
+async def fill_cli_thread(root: Path, length: int) -> None:
+    """A thread of ``length`` turns for the CLI section when the main run is skipped."""
+    from _peers.journal_peer import KEY, events
+
+    from journal import Journal
+
+    journal = Journal.open(root, fsync=False)
+    writer = await journal.acquire(KEY, holder="bench")
+    for i in range(length):
+        await writer.append(events(make_turn(i)))
+    await writer.close()
+    await journal.aclose()
+
+
+SLOW_CLI = 2.0
+
+
+def run_cli(root: Path, length: int, reps: int, timeout: float) -> dict[str, Any]:
+    """Wall time of cold CLI commands on the thread at ``root``, beside two floors."""
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    env.pop("AGENT_JOURNAL_HOME", None)
+    thread = ["--root", str(root), "--agent", "bench", "--session", "peers"]
+    thread += ["--user", "bench"]
+    py = sys.executable
+    commands: dict[str, list[str]] = {
+        "python -c pass": [py, "-c", "pass"],
+        'python -c "import journal"': [py, "-c", "import journal"],
+        "python -m journal state --json":
+            [py, "-m", "journal", "state", "--json", *thread],
+        "python -m journal state": [py, "-m", "journal", "state", *thread],
+    }  # fmt: skip
+    script = Path(py).parent / "agent-journal"
+    if script.exists():
+        name = "agent-journal state --json (console script)"
+        commands[name] = [str(script), "state", "--json", *thread]
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    sizes: dict[str, int] = {}
+    timed_out: dict[str, float] = {}
+    # A command whose untimed first run took over SLOW_CLI seconds is timed twice,
+    # not ``reps`` times; one that runs past the timeout is reported as such.
+    wanted = dict.fromkeys(commands, reps)
+    for rep in range(reps + 1):  # the first round warms the page cache, untimed
+        for name, argv in commands.items():
+            if name in timed_out or len(times[name]) >= wanted[name]:
+                continue
+            t0 = time.perf_counter()
+            try:
+                done = subprocess.run(
+                    argv, capture_output=True, env=env, check=False, timeout=timeout
+                )
+            except subprocess.TimeoutExpired:
+                timed_out[name] = timeout
+                continue
+            took = time.perf_counter() - t0
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"{name} failed ({done.returncode}): "
+                    f"{done.stderr.decode(errors='replace')[-1500:]}"
+                )
+            sizes[name] = len(done.stdout)
+            if rep:
+                times[name].append(took)
+            elif took > SLOW_CLI:
+                wanted[name] = min(reps, 2)
+    counting = (
+        "import sys, io, contextlib\n"
+        "import journal\n"
+        "a = len(sys.modules)\n"
+        "import journal.cli\n"
+        "b = len(sys.modules)\n"
+        "from journal.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main({['state', '--json', *thread]!r})\n"
+        "print(a, b, len(sys.modules))\n"
+    )
+    counted = subprocess.run(
+        [py, "-c", counting], capture_output=True, env=env, check=True, text=True
+    )
+    base = subprocess.run(
+        [py, "-c", "import sys; print(len(sys.modules))"],
+        capture_output=True, env=env, check=True, text=True,
+    )  # fmt: skip
+    a, b, c = (int(x) for x in counted.stdout.split())
+    return {
+        "length": length,
+        "reps": reps,
+        "median": {name: statistics.median(ts) for name, ts in times.items() if ts},
+        "runs": {name: len(ts) for name, ts in times.items()},
+        "timed_out": timed_out,
+        "stdout_bytes": sizes,
+        "modules": {
+            "python": int(base.stdout),
+            "import journal": a,
+            "import journal.cli": b,
+            "after state": c,
+        },
+    }
+
+
+async def run_concurrency(
+    plan: Plan, workdir: Path, log: Callable[[str], None] = lambda _msg: None
+) -> dict[str, Any]:
+    """S sessions writing at once, for each S; systems alternate round by round."""
+    import _peers.concurrency as conc
+
+    keys = []
+    left_out = []
+    for key in conc.SYSTEMS:
+        module = {"openai-sqlite": "agents", "es-sqlite": "eventsourcing"}.get(key)
+        if module is not None:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                left_out.append((conc.SYSTEMS[key][0], f"cannot import ({exc})"))
+                continue
+        keys.append(key)
+    acc: dict[tuple[int, str], dict[str, Any]] = {}
+    turns = plan.concurrency_turns
+    for rnd in range(plan.concurrency_rounds):
+        for level in plan.concurrency:
+            shift = (rnd + level) % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                _name, runner = conc.SYSTEMS[key]
+                result = await runner(
+                    workdir / "concurrency" / key, level, turns, f"r{rnd}s{level}"
+                )
+                cell = acc.setdefault((level, key), {"wall_s": 0.0, "latencies": []})
+                cell["wall_s"] += result["wall_s"]
+                cell["latencies"] += result["latencies"]
+        log(f"  concurrency round {rnd + 1} done")
+    table: dict[int, dict[str, dict[str, float]]] = {}
+    for (level, key), cell in acc.items():
+        lat = cell["latencies"]
+        table.setdefault(level, {})[key] = {
+            "turns_s": len(lat) / cell["wall_s"],
+            "p50": statistics.median(lat),
+            "p99": pct(lat, 0.99),
+            "turns": len(lat),
+        }
+    return {
+        "turns": turns,
+        "rounds": plan.concurrency_rounds,
+        "levels": plan.concurrency,
+        "names": {k: conc.SYSTEMS[k][0] for k in keys},
+        "table": table,
+        "left_out": left_out,
+    }
 
 
 # --- the report -------------------------------------------------------------------
@@ -549,58 +841,316 @@ def versions() -> str:
 
 
 def losses(res: Results) -> list[str]:
-    """Each measurement where a peer beats the agent-journal row it is compared with."""
+    """Each measurement where a peer beats the agent-journal row it is compared with.
+
+    Durable peers are also held against the runtime-written row (``aj-agent``): it is
+    what users of ``journal.Agent`` store. Persist times compare the mean, the median
+    and the p99; bytes compare the peer's smaller footprint (after its WAL checkpoint
+    where that is smaller) with agent-journal's.
+    """
     out = []
     rows = res.rows
     for row in rows.values():
         if row.key.startswith("aj-"):
             continue
-        base = rows.get(BASELINES[row.durable])
-        if base is None:
-            continue
-        label = f"{row.name} vs agent-journal {base.name.split(': ', 1)[1]}"
-        for length in res.plan.lengths:
-            if length not in row.latencies or length not in base.latencies:
-                continue
-            for what, get in (
-                ("mean", Row.mean),
-                ("median", Row.median),
-                ("p99", Row.p99),
-            ):
-                p, o = get(row, length), get(base, length)
-                if p < o:
-                    out.append(
-                        f"{label}: persist a turn at {length:,} turns, {what} "
-                        f"{ms(p)} ms vs {ms(o)} ms ({o / p:.2f}x faster)"
-                    )
-        for length in res.plan.load_lengths:
-            p2, o2 = row.load(length), base.load(length)
-            if p2 is not None and o2 is not None and p2 < o2:
-                where = "fresh process" if row.persistent else "in process"
-                out.append(
-                    f"{label}: load at {length:,} turns ({where}) {ms(p2)} ms vs "
-                    f"{ms(o2)} ms ({o2 / p2:.2f}x faster)"
-                )
-        zstd = rows.get("aj-zstd") if row.durable == "durable" else None
-        if row.footprint and base.footprint:
-            for i, what in ((0, "bytes"), (1, "allocated (du)")):
-                if row.footprint[i] < base.footprint[i]:
-                    also = ""
-                    if zstd is not None and zstd.footprint is not None:
-                        z = zstd.footprint[i]
-                        also = f"; agent-journal with compression=zstd: {mib(z)}, " + (
-                            f"{row.footprint[i] / z:.2f}x smaller than the peer"
-                            if z < row.footprint[i]
-                            else f"the peer is {z / row.footprint[i]:.2f}x "
-                            "smaller still"
-                        )
-                    out.append(
-                        f"{label}: {what} at {res.plan.bytes_at:,} turns "
-                        f"{mib(row.footprint[i])} vs {mib(base.footprint[i])} "
-                        f"({base.footprint[i] / row.footprint[i]:.2f}x smaller"
-                        f"{also})"
-                    )
+        bases = [rows.get(BASELINES[row.durable])]
+        if row.durable == "durable" and not row.key.endswith("-journal"):
+            bases.append(rows.get("aj-agent"))  # the journal's adapters: not peers
+        for base in bases:
+            if base is not None:
+                out += _losses_against(res, row, base)
+    out += extra_losses(res)
     return out
+
+
+def _losses_against(res: Results, row: Row, base: Row) -> list[str]:
+    out = []
+    rows = res.rows
+    label = f"{row.name} vs agent-journal {base.name.split(': ', 1)[1]}"
+    for length in res.plan.lengths:
+        if length not in row.latencies or length not in base.latencies:
+            continue
+        for what, get in (
+            ("mean", Row.mean),
+            ("median", Row.median),
+            ("p99", Row.p99),
+        ):
+            p, o = get(row, length), get(base, length)
+            if p < o:
+                out.append(
+                    f"{label}: persist a turn at {length:,} turns, {what} "
+                    f"{ms(p)} ms vs {ms(o)} ms ({o / p:.2f}x faster)"
+                )
+    for length in res.plan.load_lengths:
+        p2, o2 = row.load(length), base.load(length)
+        if p2 is not None and o2 is not None and p2 < o2:
+            where = "fresh process" if row.persistent else "in process"
+            out.append(
+                f"{label}: load at {length:,} turns ({where}) {ms(p2)} ms vs "
+                f"{ms(o2)} ms ({o2 / p2:.2f}x faster)"
+            )
+    zstd = rows.get("aj-zstd") if row.durable == "durable" else None
+    peer = row.smallest_footprint()
+    if peer and base.footprint:
+        checkpointed = (
+            " (after its WAL checkpoint)"
+            if row.footprint_checkpointed and peer != row.footprint
+            else ""
+        )
+        for i, what in ((0, "bytes"), (1, "allocated (du)")):
+            if peer[i] < base.footprint[i]:
+                also = ""
+                if zstd is not None and zstd.footprint is not None:
+                    z = zstd.footprint[i]
+                    also = f"; agent-journal with compression=zstd: {mib(z)}, " + (
+                        f"{peer[i] / z:.2f}x smaller than the peer"
+                        if z < peer[i]
+                        else f"the peer is {z / peer[i]:.2f}x smaller still"
+                    )
+                out.append(
+                    f"{label}: {what} at {res.plan.bytes_at:,} turns "
+                    f"{mib(peer[i])}{checkpointed} vs {mib(base.footprint[i])} "
+                    f"({base.footprint[i] / peer[i]:.2f}x smaller{also})"
+                )
+    return out
+
+
+def extra_losses(res: Results) -> list[str]:
+    """Losses in the small, list and concurrency sections (vs agent-journal fsync)."""
+    out: list[str] = []
+    small = res.extra.get("small")
+    if small:
+        n = small["n"]
+        rows = small["rows"]
+        ours = rows.get("aj-fsync")
+        for key, row in rows.items():
+            if key.startswith("aj-") or ours is None:
+                continue
+            label = f"{row['name']} vs agent-journal local disk"
+            out.extend(
+                f"{label}: load one of {n:,} 100-turn threads, {what} "
+                f"{ms(row[what])} ms vs {ms(ours[what])} ms "
+                f"({ours[what] / row[what]:.2f}x faster)"
+                for what in ("p50", "p99")
+                if what in row and what in ours and row[what] < ours[what]
+            )
+            peer = _smallest(row)
+            if peer[1] < ours["footprint"][1]:
+                out.append(
+                    f"{label}: du of {n:,} 100-turn threads {mib(peer[1])} vs "
+                    f"{mib(ours['footprint'][1])} "
+                    f"({ours['footprint'][1] / peer[1]:.2f}x smaller)"
+                )
+        listed = small.get("list", {})
+        mine = listed.get("aj-fsync")
+        for key, cell in listed.items():
+            if key.startswith("aj-") or mine is None:
+                continue
+            if cell["total_s"] < mine["total_s"]:
+                out.append(
+                    f"{rows[key]['name']} (one SQL query) vs agent-journal: list "
+                    f"{n:,} threads in a fresh process {ms(cell['total_s'])} ms vs "
+                    f"{ms(mine['total_s'])} ms "
+                    f"({mine['total_s'] / cell['total_s']:.2f}x faster)"
+                )
+    conc = res.extra.get("concurrency")
+    if conc:
+        for level, cells in conc["table"].items():
+            ours = cells.get("aj-fsync")
+            if ours is None:
+                continue
+            for key, cell in cells.items():
+                if key == "aj-fsync":
+                    continue
+                name = conc["names"][key]
+                if cell["turns_s"] > ours["turns_s"]:
+                    out.append(
+                        f"{name} vs agent-journal fsync=True: {level} concurrent "
+                        f"sessions, {cell['turns_s']:,.0f} turns/s vs "
+                        f"{ours['turns_s']:,.0f}"
+                    )
+                out.extend(
+                    f"{name} vs agent-journal fsync=True: {level} concurrent "
+                    f"sessions, {what} {ms(cell[what])} ms vs {ms(ours[what])} ms "
+                    f"({ours[what] / cell[what]:.2f}x faster)"
+                    for what in ("p50", "p99")
+                    if cell[what] < ours[what]
+                )
+    return out
+
+
+def _smallest(row: dict[str, Any]) -> tuple[int, int]:
+    size, alloc = row["footprint"]
+    ckpt = row.get("footprint_checkpointed")
+    if ckpt:
+        return min(size, ckpt[0]), min(alloc, ckpt[1])
+    return size, alloc
+
+
+def render_extra(res: Results) -> list[str]:
+    """The small-threads, listing, cold-CLI and concurrency sections."""
+    lines: list[str] = []
+    small = res.extra.get("small")
+    if small and any("p50" in row for row in small["rows"].values()):
+        import _peers.small as small_mod
+
+        n, rows = small["n"], small["rows"]
+        ours = rows.get("aj-fsync", {})
+        lines += [
+            "",
+            f"## Many small threads: {n:,} threads of {small_mod.TURNS} turns",
+            "",
+            f"Each system's store is filled with {n:,} threads of "
+            f"{small_mod.TURNS} turns (the workload's first {small_mod.TURNS}). Only "
+            "loads are timed, so the fill takes each system's fastest path that "
+            "stores the same rows (fill column): agent-journal appends turn by turn "
+            "with fsync=False (the same records as with fsync=True), eight "
+            "threads at once; OpenAI one `add_items` per thread with all its items; "
+            "eventsourcing one `save` per thread with all its events. Then a fresh "
+            "process opens the store once (open column, after its imports) and "
+            f"loads every thread in one shuffled order (seed {small_mod.SEED}, the "
+            "same for every system), checking each one's message count; p50 and p99 "
+            "of those loads. Bytes: the store's files, x text = bytes (after the "
+            "WAL checkpoint where that is smaller) / the text handed over "
+            f"({small['text']:,} B). x compares with agent-journal (local disk).",
+            "",
+            "| system | filled in (s) | open (ms) | load p50 (ms) | x | load p99 "
+            "(ms) | x | bytes | du -B1 | after WAL checkpoint | x text |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+            "| ---: |",
+        ]
+        for key, row in rows.items():
+            if "p50" not in row:
+                continue
+            same = key == "aj-fsync" or "p50" not in ours
+            ckpt = row.get("footprint_checkpointed")
+            lines.append(
+                f"| {row['name']} | {row['fill_s']:.1f} | {ms(row['open_s'])} | "
+                f"{ms(row['p50'])} | "
+                + ("-" if same else ratio(row["p50"], ours["p50"]))
+                + f" | {ms(row['p99'])} | "
+                + ("-" if same else ratio(row["p99"], ours["p99"]))
+                + f" | {row['footprint'][0]:,} | {row['footprint'][1]:,} | "
+                + (f"{ckpt[0]:,} / {ckpt[1]:,}" if ckpt else "-")
+                + f" | {_smallest(row)[0] / small['text']:.2f}x |"
+            )
+        lines += ["", small_mod.LEFT_OUT]
+        lines += [f"- {name}: {why}" for name, why in small["left_out"]]
+    if small and small.get("list"):
+        n, listed = small["n"], small["list"]
+        mine = listed.get("aj-fsync")
+        reps = next(iter(listed.values()))["reps"]
+        lines += [
+            "",
+            f"## Listing {n:,} threads",
+            "",
+            "A fresh process opens the store filled above and lists its threads; "
+            f"median of {reps} such processes, open + list (of which open), after "
+            "the imports; the count returned is checked. agent-journal: "
+            "`Journal.open(root)` then `[k async for k in journal.threads()]` (it "
+            "lists directories level by level: namespace, agent, user, session, "
+            "thread). OpenAI Agents SDK: sessions have no listing call, so the "
+            "floor is one SQL query on its database through `sqlite3`: "
+            "`SELECT DISTINCT session_id` on its `agent_messages` table (open = "
+            "`sqlite3.connect`).",
+            "",
+            "| system | how | open + list (ms) | of which open | threads | x |",
+            "| --- | --- | ---: | ---: | ---: | ---: |",
+        ]
+        for key, cell in listed.items():
+            how = "Journal.threads()" if key.startswith("aj-") else "one SQL query"
+            same = key == "aj-fsync" or mine is None
+            lines.append(
+                f"| {small['rows'][key]['name']} | {how} | {ms(cell['total_s'])} | "
+                f"{ms(cell['open_s'])} | {cell['count']:,} | "
+                + ("-" if same else ratio(cell["total_s"], mine["total_s"]))  # type: ignore[index]
+                + " |"
+            )
+        for name, why in small.get("not_listed", []):
+            lines.append(f"\n{name}: not listed: {why}.")
+    cli = res.extra.get("cli")
+    if cli:
+        mods = cli["modules"]
+        lines += [
+            "",
+            f"## Cold CLI on a {cli['length']:,}-turn thread",
+            "",
+            "End-to-end wall time of `subprocess.run` of each command (a new "
+            "interpreter, imports, open, load, render, exit), output to a pipe, on "
+            "the agent-journal (fsync=True) thread the persist section wrote; median "
+            f"of {cli['reps']} runs after one untimed run (page cache warm); a "
+            f"command whose untimed run took over {SLOW_CLI:.0f} s is timed twice. "
+            "`state` rebuilds the thread's full state at its head and prints it "
+            "(`--json`: one JSON document; without: the text tables); the two "
+            "`python -c` lines are the floors any Python command pays.",
+            "",
+            "| command | wall (ms) | runs | stdout bytes |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for name in cli["runs"]:
+            if name in cli["timed_out"]:
+                lines.append(
+                    f"| `{name}` | > {cli['timed_out'][name] * 1e3:,.0f} (timed out) "
+                    "| 0 | - |"
+                )
+                continue
+            lines.append(
+                f"| `{name}` | {ms(cli['median'][name])} | {cli['runs'][name]} | "
+                f"{cli['stdout_bytes'][name]:,} |"
+            )
+        lines += [
+            "",
+            f"Modules in `sys.modules`: {mods['python']} at start, "
+            f"{mods['import journal']} after `import journal`, "
+            f"{mods['import journal.cli']} after `import journal.cli`, "
+            f"{mods['after state']} after running `state --json` in process.",
+        ]
+    conc = res.extra.get("concurrency")
+    if conc:
+        levels = conc["levels"]
+        lines += [
+            "",
+            "## Sessions writing at once",
+            "",
+            "S asyncio tasks in one process, each writing "
+            f"{conc['turns']} turns to its own session, with durable settings "
+            f"(rounds: {conc['rounds']}, the systems alternating within each). "
+            "Each cell: total turns/s (all turns / wall time) and p50 / p99 of the "
+            "turns' latencies (ms); x: agent-journal's turns/s over the peer's. "
+            "How each keeps the loop free: agent-journal runs its file I/O on "
+            "worker threads (`stores/_offload.py`, up to min(32, cpus + 4)), one "
+            "segment file per thread, so the fsyncs of several sessions overlap; "
+            "OpenAI's SQLiteSession runs each `add_items` in `asyncio.to_thread` "
+            "under one lock per database file, shared by the sessions on that file "
+            "(so its writes go one at a time); eventsourcing's `save` is "
+            "synchronous and blocks the loop for each commit.",
+            "",
+        ]
+        head, rule = "| system |", "| --- |"
+        for level in levels:
+            head += f" {level} turns/s | p50 / p99 | x |"
+            rule += " ---: | ---: | ---: |"
+        lines += [head, rule]
+        for key, name in conc["names"].items():
+            cells = f"| {name} |"
+            for level in levels:
+                cell = conc["table"].get(level, {}).get(key)
+                ours = conc["table"].get(level, {}).get("aj-fsync")
+                if cell is None:
+                    cells += " - | - | - |"
+                    continue
+                x = (
+                    "-"
+                    if key == "aj-fsync" or ours is None
+                    else ratio(ours["turns_s"], cell["turns_s"])
+                )
+                cells += (
+                    f" {cell['turns_s']:,.0f} | {ms(cell['p50'])} / "
+                    f"{ms(cell['p99'])} | {x} |"
+                )
+            lines.append(cells)
+        lines += [f"\n- {name} left out: {why}" for name, why in conc["left_out"]]
+    return lines
 
 
 def render(res: Results) -> str:
@@ -740,10 +1290,21 @@ def render(res: Results) -> str:
         "of the system's tables (heap, TOAST, indexes) in its own database, WAL "
         "not counted. Payload = the messages' own bytes (msgpack of each message, "
         "as `bench_commit.py` counts them), "
-        "the same for every system; x payload = bytes / payload; x compares du.",
+        "the same for every system; x payload = bytes / payload. Text = the UTF-8 "
+        "bytes of every string the application handed over (user text, preamble, "
+        "tool name, tool arguments as compact JSON, tool result, answer, and the "
+        "side state's strings: todos, summary, plan file; `text_bytes` in "
+        "`_peers/workload.py`): x text = bytes / text, what a user pays per byte "
+        "stored, whatever the system's encoding (OpenAI sessions store no side "
+        "state: their x text is a little lower for it). *After WAL checkpoint*: "
+        "SQLite databases in WAL mode keep recent pages in the -wal file, a second "
+        "copy until SQLite checkpoints it; this column is a copy of the files "
+        "after `PRAGMA wal_checkpoint(TRUNCATE)` from a separate connection (bytes "
+        "/ du). x compares du, the peer's smaller of the two against agent-journal.",
         "",
-        "| system | vs | bytes | du -B1 | x payload | x |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| system | vs | bytes | du -B1 | after WAL checkpoint | x payload | x text "
+        "| x |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows.values():
         if not row.persistent or row.footprint is None:
@@ -753,11 +1314,17 @@ def render(res: Results) -> str:
             row.durable
         ]
         size, alloc = row.footprint
+        ckpt = (
+            f"{row.footprint_checkpointed[0]:,} / {row.footprint_checkpointed[1]:,}"
+            if row.footprint_checkpointed
+            else "-"
+        )
+        smallest = row.smallest_footprint() or row.footprint
         same = base is row or base is None or base.footprint is None
         lines.append(
-            f"| {row.name} | {vs} | {size:,} | {alloc:,} | "
-            f"{size / row.payload:.2f}x | "
-            + ("- |" if same else f"{ratio(alloc, base.footprint[1])} |")  # type: ignore[union-attr,index]
+            f"| {row.name} | {vs} | {size:,} | {alloc:,} | {ckpt} | "
+            f"{size / row.payload:.2f}x | {smallest[0] / row.text:.2f}x | "
+            + ("- |" if same else f"{ratio(smallest[1], base.footprint[1])} |")  # type: ignore[union-attr,index]
         )
     lines += ["", "## agent-journal on S3: requests", ""]
     if res.s3:
@@ -784,6 +1351,7 @@ def render(res: Results) -> str:
             )
     else:
         lines.append(f"Not measured: {res.s3_note}")
+    lines += render_extra(res)
     lost = losses(res)
     lines += [
         "",
@@ -821,6 +1389,15 @@ def render(res: Results) -> str:
         "events (plus TodosWritten / PlanModeEntered / PlanModeExited / SummarySet "
         "when side state changes) through a held writer; default checkpoints "
         "(100 to 200 records apart, at a chunk boundary). Load: `Journal.load`.",
+        "- agent-journal, runtime (`aj-agent`): one `Agent.call(user text)` on one "
+        "warm `Agent` (lease kept between calls, the default) with an instant "
+        "model that answers the preamble and the tool call, then the answer; the "
+        "read-only `search` tool returns the result and sets the turn's side state "
+        "(`ctx.tasks.write_todos`, `ctx.update_state` for plan mode and the "
+        "summary). The time is the runtime's own overhead plus its records "
+        "(run start, message and write-ahead tool call, tool completion, answer "
+        "and run end: four or five fsynced appends). Its background checkpoints "
+        "are not waited for (the runtime keeps its writer to itself).",
         "- LangGraph: one `put` of the checkpoint a MessagesState graph writes at "
         'the end of an `invoke(..., durability="exit")`: the whole message list and '
         "the side-state channels as channel values, the bumped channel versions as "
@@ -879,12 +1456,32 @@ def child(module_name: str, spec_json: str) -> None:
     module = importlib.import_module(f"_peers.{module_name}")
     spec = json.loads(spec_json)
     preload(module, spec)
-    result = asyncio.run(module.child_load(spec))
+    run = module.child_op if "op" in spec else module.child_load
+    result = asyncio.run(run(spec))
     sys.stdout.write(json.dumps(result) + "\n")
+
+
+def sections_of(value: str | None) -> list[str]:
+    if not value:
+        return list(SECTIONS)
+    out = []
+    for word in (w.strip() for w in value.split(",")):
+        if not word:
+            continue
+        name = SECTION_ALIASES.get(word, word)
+        if name not in SECTIONS:
+            raise SystemExit(
+                f"unknown section {word!r}; choose from "
+                f"{', '.join([*SECTIONS, *SECTION_ALIASES])}"
+            )
+        if name not in out:
+            out.append(name)
+    return out
 
 
 async def main_async(args: argparse.Namespace) -> Results:
     plan = QUICK if args.quick else FULL
+    sections = sections_of(args.sections)
     keys = selected(args.only)
     for base in ("aj-fsync", "aj-nofsync", "aj-memory"):
         if base not in keys:  # the ratios need them
@@ -895,27 +1492,52 @@ async def main_async(args: argparse.Namespace) -> Results:
     log = print
     s3_rows: list[dict[str, Any]] | None = None
     s3_note = ""
+    rows: dict[str, Row] = {}
+    postgres: dict[str, str] = {}
+    left_out: list[tuple[str, str]] = []
+    extra: dict[str, Any] = {}
     try:
-        with contextlib.ExitStack() as stack:
-            server, postgres, left = None, {}, []
-            if any(k.endswith("postgres") for k in keys):
-                server, why = stack.enter_context(postgres_server())
-                if server is None:
-                    log(f"[PostgreSQL peers left out: {why}]")
-                    left.append(("PostgreSQL peers", why))
-                else:
-                    postgres = server.settings()
-                    log(f"PostgreSQL: {postgres}")
-            rows, left_out = await run_benchmark(
-                keys,
+        if "main" in sections:
+            with contextlib.ExitStack() as stack:
+                server, left = None, []
+                if any(k.endswith("postgres") for k in keys):
+                    server, why = stack.enter_context(postgres_server())
+                    if server is None:
+                        log(f"[PostgreSQL peers left out: {why}]")
+                        left.append(("PostgreSQL peers", why))
+                    else:
+                        postgres = server.settings()
+                        log(f"PostgreSQL: {postgres}")
+                rows, left_out = await run_benchmark(
+                    keys,
+                    plan,
+                    workdir,
+                    server=server,
+                    postgres=postgres,
+                    left_out=left,
+                    log=log,
+                )
+        if "cli" in sections:
+            root = workdir / "aj-fsync"
+            length = max(plan.lengths) if rows else plan.cli_length
+            if not rows:
+                await fill_cli_thread(root, length)
+            extra["cli"] = run_cli(root, length, plan.cli_reps, plan.cli_timeout)
+            log(f"cli: {extra['cli']}")
+        if "small" in sections or "list" in sections:
+            extra["small"] = await run_small(
                 plan,
                 workdir,
-                server=server,
-                postgres=postgres,
-                left_out=left,
+                loads="small" in sections,
+                listing="list" in sections,
                 log=log,
             )
-        if args.no_s3:
+        if "concurrency" in sections:
+            extra["concurrency"] = await run_concurrency(plan, workdir, log=log)
+            log(f"concurrency: {extra['concurrency']['table']}")
+        if "s3" not in sections:
+            s3_note = "the s3 section was not selected (--sections)."
+        elif args.no_s3:
             s3_note = "--no-s3 was given."
         else:
             try:
@@ -930,6 +1552,8 @@ async def main_async(args: argparse.Namespace) -> Results:
     command = "python benchmarks/bench_peers.py" + (" --quick" if args.quick else "")
     if args.only:
         command += f" --only {args.only}"
+    if args.sections:
+        command += f" --sections {args.sections}"
     return Results(
         rows=rows,
         plan=plan,
@@ -945,6 +1569,7 @@ async def main_async(args: argparse.Namespace) -> Results:
         ),
         command=command,
         workdir_fs=filesystem_of(workdir),
+        extra=extra,
     )
 
 
@@ -965,6 +1590,12 @@ def main() -> None:
     )
     parser.add_argument("--no-s3", action="store_true", help="skip the S3 counts")
     parser.add_argument(
+        "--sections",
+        help="comma-separated sections to run (default: all): main (the persist, "
+        "load and bytes tables; also 'persist', 'load', 'bytes'), s3, small, list, "
+        "cli, concurrency",
+    )
+    parser.add_argument(
         "--child", nargs=2, metavar=("MODULE", "SPEC"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -974,7 +1605,8 @@ def main() -> None:
     results = asyncio.run(main_async(args))
     text = render(results)
     sys.stdout.write(text)
-    out = args.out or (None if args.quick or args.only else DEFAULT_OUT)
+    partial = args.quick or args.only or args.sections
+    out = args.out or (None if partial else DEFAULT_OUT)
     if out is not None:
         out.write_text(text, encoding="utf-8")
         print(f"\nwritten: {out}")

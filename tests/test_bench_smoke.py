@@ -88,9 +88,55 @@ async def test_journal_rows_are_well_formed(bench_peers: Any, tmp_path: Path) ->
     assert len(persist) == 3
     assert persist[0].count("|") == 2 + 1 + 2 * len(plan.lengths)
     assert persist[1].count("|") == 2 + 1 + 2 * len(plan.load_lengths)
-    assert persist[2].count("|") == 7
+    assert persist[2].count("|") == 9
+    assert row.text > 0
     assert "## Where agent-journal loses" in text
     assert "`lg-sqlite`: not installed" in text
+
+
+async def test_small_list_and_concurrency_sections(
+    bench_peers: Any, tmp_path: Path
+) -> None:
+    """The small-threads, listing and concurrency sections at a tiny size."""
+    plan = bench_peers.Plan(
+        lengths=[3],
+        samples=2,
+        block=1,
+        load_lengths=[],
+        load_reps=1,
+        bytes_at=3,
+        s3_lengths=[],
+        small_threads=3,
+        list_reps=1,
+        concurrency=[1, 2],
+        concurrency_turns=2,
+        concurrency_rounds=1,
+    )
+    small = await bench_peers.run_small(plan, tmp_path, loads=True, listing=True)
+    row = small["rows"]["aj-fsync"]
+    assert row["p99"] >= row["p50"] > 0
+    assert row["footprint"][0] > 0
+    assert small["list"]["aj-fsync"]["count"] == 3
+    conc = await bench_peers.run_concurrency(plan, tmp_path)
+    assert conc["table"][2]["aj-fsync"]["turns"] == 4
+    results = bench_peers.Results(
+        rows={},
+        plan=plan,
+        left_out=[],
+        postgres={},
+        s3=None,
+        s3_note="skipped",
+        started=time.time(),
+        elapsed=1.0,
+        loadavg=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+        command="python benchmarks/bench_peers.py --sections small,list,concurrency",
+        workdir_fs="tmpfs",
+        extra={"small": small, "concurrency": conc},
+    )
+    text = bench_peers.render(results)
+    assert "## Many small threads: 3 threads of 100 turns" in text
+    assert "## Listing 3 threads" in text
+    assert "## Sessions writing at once" in text
 
 
 async def test_bench_agent_rows(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,12 @@ def du(root: Path | str) -> tuple[int, int]:
     return size, alloc
 
 
+def made(directory: Path) -> Path:
+    """``directory``, created with its parents if missing."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 class Adapter:
     """One system under test, holding one thread open as an agent would.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import random
 from typing import Any
 
@@ -131,3 +132,26 @@ def side_state_at(n_turns: int) -> dict[str, Any]:
             if t.plan_mode is not None:
                 state["plan_mode"] = t.plan_mode
     return state
+
+
+def text_bytes(t: Turn) -> int:
+    """UTF-8 bytes of every string the application hands over in turn ``t``.
+
+    The user's text, the preamble, the tool's name, its arguments (compact JSON),
+    its result and the answer, plus the side state the turn sets: each todo's
+    strings, the summary, the plan file. Ids, roles and every system's own framing
+    are left out: this is the denominator a user would pick ("what did I store?"),
+    the same for every system.
+    """
+    parts = [t.user, t.preamble, t.tool, _compact_json(t.args), t.result, t.answer]
+    if t.todos is not None:
+        parts += [value for todo in t.todos for value in todo.values()]
+    if t.summary is not None:
+        parts.append(t.summary)
+    if t.plan_file is not None:
+        parts.append(t.plan_file)
+    return sum(len(p.encode()) for p in parts)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

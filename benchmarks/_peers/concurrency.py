@@ -1,0 +1,149 @@
+"""Sessions writing at once: S asyncio tasks in one process, each on its own thread.
+
+Each task writes ``turns`` turns of the workload to its own thread (session) with
+the system's durable settings, one after the other; the S tasks run at once on one
+event loop, as an async server's requests would. Reported: total turns per second
+(all turns / wall time from the first write to the last) and each turn's latency.
+
+How each system keeps the event loop free:
+
+- agent-journal (``stores/_offload.py``): a local store's blocking file I/O
+  (``pwrite``, ``fdatasync``, renames) runs on a small pool of worker threads
+  (up to ``min(32, cpu_count + 4)``, asyncio's default executor size) fed through a
+  ``queue.SimpleQueue``, the result handed back with ``call_soon_threadsafe``. Each
+  thread has its own segment file, so S sessions issue S fsyncs in parallel; only
+  the encoding runs on the loop.
+- OpenAI SQLiteSession: ``add_items`` runs in ``asyncio.to_thread``; the sessions on
+  one database file share one lock per file (a class-level ``RLock`` keyed by the
+  path), held around each write, so writes to the file run one at a time (and
+  SQLite itself allows one writer).
+- eventsourcing: ``Application.save`` is synchronous: it runs on the loop and
+  blocks it for the whole commit, fsync included, so the tasks take turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from _peers.base import made
+from _peers.workload import make_turn
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+
+async def _drive(
+    writers: list[Callable[[int], Awaitable[None]]], turns: int
+) -> dict[str, Any]:
+    latencies: list[float] = []
+
+    async def run(write: Callable[[int], Awaitable[None]]) -> None:
+        for t in range(turns):
+            t0 = time.perf_counter()
+            await write(t)
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(run(w) for w in writers))
+    wall = time.perf_counter() - t0
+    return {"wall_s": wall, "latencies": latencies, "turns": len(latencies)}
+
+
+async def run_aj(root: Path, sessions: int, turns: int, tag: str) -> dict[str, Any]:
+    from _peers.journal_peer import events
+    from journal import Journal, ThreadKey
+
+    batches = [events(make_turn(t)) for t in range(turns)]
+    journal = Journal.open(root)
+    held = [
+        await journal.acquire(ThreadKey("bench", f"{tag}-{s}", "bench"), holder="c")
+        for s in range(sessions)
+    ]
+
+    def writer(w: Any) -> Callable[[int], Awaitable[None]]:
+        async def write(t: int) -> None:
+            await w.append(batches[t])
+
+        return write
+
+    try:
+        return await _drive([writer(w) for w in held], turns)
+    finally:
+        for w in held:
+            await w.close()
+        await journal.aclose()
+
+
+async def run_openai(
+    directory: Path, sessions: int, turns: int, tag: str
+) -> dict[str, Any]:
+    from agents import SQLiteSession
+
+    from _peers.openai_peer import items
+
+    made(directory)
+    db = str(directory / "sessions.db")  # one file shared by every session
+    opened = [SQLiteSession(f"{tag}-{s}", db) for s in range(sessions)]
+    payloads = [items(make_turn(t)) for t in range(turns)]
+
+    def writer(session: Any) -> Callable[[int], Awaitable[None]]:
+        async def write(t: int) -> None:
+            await session.add_items(payloads[t])
+
+        return write
+
+    try:
+        return await _drive([writer(s) for s in opened], turns)
+    finally:
+        for s in opened:
+            s.close()
+
+
+async def run_es(
+    directory: Path, sessions: int, turns: int, tag: str
+) -> dict[str, Any]:
+    from _peers.eventsourcing_peer import Thread, Threads, message_dicts
+
+    made(directory)
+    app = Threads(
+        env={
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(directory / "events.sqlite"),
+        }
+    )
+    threads = []
+    for s in range(sessions):
+        thread = Thread(name=f"{tag}-{s}")
+        app.save(thread)
+        threads.append(thread)
+
+    def writer(thread: Any) -> Callable[[int], Awaitable[None]]:
+        async def write(t: int) -> None:
+            turn = make_turn(t)
+            for message in message_dicts(turn):
+                thread.append_message(message)
+            if turn.todos is not None:
+                thread.write_todos(turn.todos, turn.todos_revision)
+            if turn.plan_mode is not None:
+                thread.set_plan_mode(turn.plan_mode, turn.plan_file)
+            if turn.summary is not None:
+                thread.set_summary(turn.summary)
+            app.save(thread)
+
+        return write
+
+    try:
+        return await _drive([writer(t) for t in threads], turns)
+    finally:
+        app.close()
+
+
+SYSTEMS: dict[str, tuple[str, Any]] = {
+    "aj-fsync": ("agent-journal: local disk, fsync=True", run_aj),
+    "openai-sqlite": ("OpenAI Agents SDK: SQLiteSession (one file)", run_openai),
+    "es-sqlite": ("eventsourcing: SQLite (one file)", run_es),
+}
