@@ -344,7 +344,12 @@ class ThreadLog:
         self, parsed: Sequence[codec.ParsedRecord]
     ) -> list[codec.Record]:
         """Decode records, fetching their blobs and message chunks."""
-        owners = {ref: p.body.version for p in parsed for ref in p.blob_refs}
+        owners = {
+            e.blob: p.body.version
+            for p in parsed
+            for e in p.body.events
+            if e.blob is not None
+        }
         blobs = await self.read_blobs(list(owners), owners) if owners else {}
         with codec.gc_paused():
             records = [
@@ -404,9 +409,10 @@ class ThreadLog:
         Raises:
             CorruptRecordError: The marker exists but does not decode.
         """
-        try:
-            data, _ = await self.store.read(self.retention_key)
-        except ObjectNotFoundError:
+        # read_many: a missing object is None, not an exception carried back
+        # from the store's worker thread.
+        (data,) = await self.store.read_many([self.retention_key])
+        if data is None:
             return None
         try:
             return _marker_decoder.decode(data)
@@ -524,7 +530,12 @@ class ThreadLog:
                     prev = None  # unknown: the next record's chain cannot be judged
                     continue
                 try:
-                    parsed = await self.parse(data, version, strict=strict)
+                    # A clear record needs no keys: parsed without a coroutine.
+                    parsed = (
+                        await self.parse(data, version, strict=strict)
+                        if codec.is_encrypted_record(data)
+                        else codec.parse_record(data, label=self.label, version=version)
+                    )
                 except CorruptRecordError as exc:
                     if strict:
                         raise
@@ -585,11 +596,8 @@ class ThreadLog:
 
     async def read_hint(self) -> int:
         """The version the ``LAST_CHECKPOINT`` hint names; 0 when absent or garbled."""
-        try:
-            data, _ = await self.store.read(self.hint_key)
-        except ObjectNotFoundError:
-            return 0
-        return parse_hint(data)
+        (data,) = await self.store.read_many([self.hint_key])
+        return 0 if data is None else parse_hint(data)
 
     async def put_hint(self, version: int) -> None:
         """Point the hint at ``version`` (no sync: a lost hint costs only time)."""
