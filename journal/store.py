@@ -14,9 +14,10 @@ The journal needs only five primitives, each with a stated guarantee:
   strictly after ``start_after``; consistent with completed writes and deletes.
 * ``delete(key)``: remove; returns whether the key existed.
 
-Two conveniences have defaults built on those: ``create_many`` (immutable,
-content-addressed objects in one batch) and ``put_hint`` (an unconditional write
-that need not be durable). Backends override them where a batch or a skipped sync
+Three conveniences have defaults built on those: ``create_many`` (immutable,
+content-addressed objects in one batch), ``put_hint`` (an unconditional write
+that need not be durable) and ``list_and_read`` (a listing and the first objects
+it names). Backends override them where a batch, a skipped sync or one round trip
 is cheaper.
 
 One report has a default: ``quarantined`` (bytes a backend cut from a damaged
@@ -248,6 +249,22 @@ class ObjectStore(abc.ABC):
                     return None
 
         return list(await asyncio.gather(*(one(k) for k in keys)))
+
+    async def list_and_read(
+        self, prefix: str, *, start_after: str | None = None, limit: int
+    ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:
+        """``list``, and the bytes of the first ``limit`` keys it found.
+
+        What a reader of a log's tail needs: the default lists, then reads with
+        ``read_many``; the local store does both in one hop to its worker thread.
+
+        Returns:
+            The keys (as ``list`` gives them) and the bytes of the first ``limit``
+            of them, in order; None for one deleted after it was listed.
+        """
+        keys = await self.list(prefix, start_after=start_after)
+        data = await self.read_many(keys[:limit]) if limit > 0 else []
+        return keys, data
 
     async def create_many(
         self, items: Sequence[tuple[str, bytes]], *, concurrency: int = 16

@@ -372,27 +372,32 @@ class LocalStore(ObjectStore):
 
     def _read_many(self, keys: Sequence[str]) -> builtins.list[bytes | None]:
         out: list[bytes | None] = [None] * len(keys)
-        paths = [self._path(key) for key in keys]
-        # Segment objects first, grouped by directory (each segment opened once);
-        # whatever is not there may be a plain file (written with segments=False).
-        by_dir: dict[str, builtins.list[int]] = {}
-        for i, path in enumerate(paths):
-            if self._segmented(path) is not None:
-                by_dir.setdefault(os.path.dirname(path), []).append(i)
-        for directory, positions in by_dir.items():
-            names = [os.path.basename(paths[i]) for i in positions]
+        # Grouped by directory (each validated once, each segment opened once);
+        # segment objects first, and whatever is not there may be a plain file
+        # (written with segments=False).
+        by_dir: dict[str, tuple[builtins.list[int], builtins.list[str]]] = {}
+        for i, key in enumerate(keys):
+            directory, name = self._locate(key)
+            group = by_dir.get(directory)
+            if group is None:
+                group = by_dir[directory] = ([], [])
+            group[0].append(i)
+            group[1].append(name)
+        for directory, (positions, names) in by_dir.items():
             with _map_errors(keys[positions[0]]):
                 found = self._segs.read_many(directory, names)
-            for i, data in zip(positions, found, strict=True):
-                out[i] = data
-        for i, (key, path) in enumerate(zip(keys, paths, strict=True)):
-            if out[i] is not None:
-                continue
-            try:
-                with _map_errors(key), open(path, "rb") as fh:
-                    out[i] = fh.read()
-            except ObjectNotFoundError:
-                pass
+            for i, name, data in zip(positions, names, found, strict=True):
+                if data is not None:
+                    out[i] = data
+                    continue
+                try:
+                    with (
+                        _map_errors(keys[i]),
+                        open(os.path.join(directory, name), "rb") as fh,
+                    ):
+                        out[i] = fh.read()
+                except ObjectNotFoundError:
+                    pass
         return out
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
@@ -664,6 +669,18 @@ class LocalStore(ObjectStore):
         self, prefix: str, *, start_after: str | None = None
     ) -> builtins.list[str]:
         return await run_blocking(self._list, prefix, start_after, False)
+
+    async def list_and_read(
+        self, prefix: str, *, start_after: str | None = None, limit: int
+    ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:
+        return await run_blocking(self._list_and_read, prefix, start_after, limit)
+
+    def _list_and_read(
+        self, prefix: str, start_after: str | None, limit: int
+    ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:
+        keys = self._list(prefix, start_after, False)
+        data = self._read_many(keys[:limit]) if limit > 0 else []
+        return keys, data
 
     async def remove_leftovers(self, prefix: str, *, older_than: float) -> int:
         return await run_blocking(self._remove_leftovers, prefix, older_than)

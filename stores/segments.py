@@ -1095,10 +1095,25 @@ class SegmentSet:
                 if fd is None:
                     continue
                 live = segment.index.live
-                for i in positions:
-                    found = live.get(names[i])
-                    if found is not None:
-                        out[i] = os.pread(fd, found[1], found[0])
+                spans = [(i, found) for i in positions if (found := live.get(names[i]))]
+                if not spans:
+                    continue
+                start = min(at for _, (at, _) in spans)
+                stop = max(at + length for _, (at, length) in spans)
+                # A log's records lie side by side: one read of their span, not
+                # one per record, when little of it lies outside them.
+                if (
+                    len(spans) > 1
+                    and stop - start
+                    <= 2 * sum(length for _, (_, length) in spans) + _WINDOW
+                ):
+                    buf = os.pread(fd, stop - start, start)
+                    if len(buf) == stop - start:
+                        for i, (at, length) in spans:
+                            out[i] = buf[at - start : at - start + length]
+                        continue
+                for i, (at, length) in spans:
+                    out[i] = os.pread(fd, length, at)
         return out
 
     def delete(self, directory: str, name: str) -> bool:

@@ -176,6 +176,28 @@ class ThreadLog:
         keys = await self.store.list(self.log_dir, start_after=start)
         return [v for k in keys if (v := version_of(k)) is not None]
 
+    async def tail(
+        self, after: int = 0, *, read: int = READ_BATCH
+    ) -> tuple[list[int], list[bytes | None]]:
+        """:meth:`versions`, with the stored bytes of the first ``read`` of them.
+
+        One round trip where the store can list and read at once; the bytes go to
+        :meth:`scan` as ``first``.
+
+        Returns:
+            The versions, ascending, and the bytes of the first ones (None for a
+            record deleted after it was listed).
+        """
+        start = self.record_key(after) if after > 0 else None
+        keys, data = await self.store.list_and_read(
+            self.log_dir, start_after=start, limit=read
+        )
+        versions = [version_of(k) for k in keys]
+        if None in versions:  # names in the log that are not records (rare)
+            data = [d for v, d in zip(versions, data, strict=False) if v is not None]
+        found = [v for v in versions if v is not None]
+        return found, data[: len(found)]
+
     async def checkpoint_versions(self) -> list[int]:
         """Checkpoint versions present, ascending."""
         keys = await self.store.list(self.checkpoint_dir)
@@ -342,7 +364,12 @@ class ThreadLog:
         self, parsed: Sequence[codec.ParsedRecord]
     ) -> list[codec.Record]:
         """Decode records, fetching their blobs and message chunks."""
-        owners = {ref: p.body.version for p in parsed for ref in p.blob_refs}
+        owners = {
+            e.blob: p.body.version
+            for p in parsed
+            for e in p.body.events
+            if e.blob is not None
+        }
         blobs = await self.read_blobs(list(owners), owners) if owners else {}
         with codec.gc_paused():
             records = [
@@ -402,9 +429,10 @@ class ThreadLog:
         Raises:
             CorruptRecordError: The marker exists but does not decode.
         """
-        try:
-            data, _ = await self.store.read(self.retention_key)
-        except ObjectNotFoundError:
+        # read_many: a missing object is None, not an exception carried back
+        # from the store's worker thread.
+        (data,) = await self.store.read_many([self.retention_key])
+        if data is None:
             return None
         try:
             return _marker_decoder.decode(data)
@@ -444,13 +472,16 @@ class ThreadLog:
         *,
         after: int,
         prev_hash: bytes | None,
+        first: Sequence[bytes | None] = (),
     ) -> AsyncIterator[list[codec.ParsedRecord]]:
         """Read ``versions``, checking that they follow ``after`` with no gap.
 
         Checks contiguity before reading anything (so a gap raises here, at the
         call), then reads in batches of :data:`READ_BATCH` and checks each record
         and the hash chain: the first record against ``prev_hash`` (None: not
-        checked), each later one against the record before it.
+        checked), each later one against the record before it. ``first`` holds
+        the stored bytes of the first versions when the caller read them already
+        (see :meth:`tail`).
 
         Raises:
             CorruptRecordError: A version is missing or a record fails a check
@@ -465,7 +496,7 @@ class ThreadLog:
         # parsed records only.
         return cast(
             "AsyncIterator[list[codec.ParsedRecord]]",
-            self._walk(versions, after, prev_hash, strict=True),
+            self._walk(versions, after, prev_hash, strict=True, first=first),
         )
 
     def audit(
@@ -489,13 +520,17 @@ class ThreadLog:
         prev_hash: bytes | None,
         *,
         strict: bool,
+        first: Sequence[bytes | None] = (),
     ) -> AsyncIterator[list[codec.ParsedRecord | ScanProblem]]:
         listed = set(versions)
         expected = after + 1
         prev = prev_hash
         for i in range(0, len(versions), READ_BATCH):
             batch = versions[i : i + READ_BATCH]
-            raw = await self.store.read_many([self.record_key(v) for v in batch])
+            if i == 0 and len(first) >= len(batch):
+                raw = first[: len(batch)]
+            else:
+                raw = await self.store.read_many([self.record_key(v) for v in batch])
             out: list[codec.ParsedRecord | ScanProblem] = []
             for version, data in zip(batch, raw, strict=True):
                 while expected < version:
@@ -515,7 +550,12 @@ class ThreadLog:
                     prev = None  # unknown: the next record's chain cannot be judged
                     continue
                 try:
-                    parsed = await self.parse(data, version, strict=strict)
+                    # A clear record needs no keys: parsed without a coroutine.
+                    parsed = (
+                        await self.parse(data, version, strict=strict)
+                        if codec.is_encrypted_record(data)
+                        else codec.parse_record(data, label=self.label, version=version)
+                    )
                 except CorruptRecordError as exc:
                     if strict:
                         raise
@@ -580,11 +620,8 @@ class ThreadLog:
 
     async def read_hint(self) -> int:
         """The version the ``LAST_CHECKPOINT`` hint names; 0 when absent or garbled."""
-        try:
-            data, _ = await self.store.read(self.hint_key)
-        except ObjectNotFoundError:
-            return 0
-        return parse_hint(data)
+        (data,) = await self.store.read_many([self.hint_key])
+        return 0 if data is None else parse_hint(data)
 
     async def put_hint(self, version: int) -> None:
         """Point the hint at ``version`` (no sync: a lost hint costs only time)."""

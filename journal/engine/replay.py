@@ -9,6 +9,7 @@ back to the checkpoint it kept.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ import msgspec
 from journal import codec
 from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
-from journal.engine.log import ChainBrokenError
+from journal.engine.log import READ_BATCH, ChainBrokenError
 from journal.errors import CorruptRecordError, ObjectNotFoundError
 from projections.agent_state import AgentStateProjection
 
@@ -90,9 +91,9 @@ async def rebuild(
             version = hint
         else:
             if candidates is None:
-                # Off the fast path: only now is the retention marker worth a GET.
-                candidates = await log.checkpoint_versions()
-                marker = await log.read_retention()
+                # Off the fast path: only now is the retention marker worth a GET
+                # (beside the listing, not after it).
+                candidates, marker = await _candidates_and_marker(log)
                 if marker is not None:
                     if at_version is not None and at_version < marker.checkpoint:
                         raise ValueError(
@@ -154,6 +155,20 @@ async def rebuild(
             hint, candidates = await log.read_hint(), None
 
 
+async def _candidates_and_marker(
+    log: ThreadLog,
+) -> tuple[list[int], RetentionMarker | None]:
+    listed, read = await asyncio.gather(
+        log.checkpoint_versions(), log.read_retention(), return_exceptions=True
+    )
+    # Raised in the order they would be one after the other.
+    if isinstance(listed, BaseException):
+        raise listed
+    if isinstance(read, BaseException):
+        raise read
+    return listed, read
+
+
 async def _replay(
     log: ThreadLog,
     projection: AgentStateProjection,
@@ -174,7 +189,9 @@ async def _replay(
         start, prev_hash, chunks = body.version, body.record_hash, set(body.chunks)
         if window:
             batches = BatchWindow.unpack(start, body.batches)
-    versions = await log.versions(start)
+    # The listing brings the first records with it (one round trip, not two).
+    wanted = READ_BATCH if at_version is None else min(READ_BATCH, at_version - start)
+    versions, first = await log.tail(start, read=max(0, wanted))
     if at_version is not None:
         versions = [v for v in versions if v <= at_version]
     head_epoch = 0
@@ -187,7 +204,7 @@ async def _replay(
         if covered.hash != prev_hash:
             raise ForeignCheckpointError("does not match the log's record hash")
         head_epoch = covered.body.epoch
-    batches_read = log.scan(versions, after=start, prev_hash=prev_hash)
+    batches_read = log.scan(versions, after=start, prev_hash=prev_hash, first=first)
     if at_version is not None and at_version > start + len(versions):
         raise ValueError(
             f"{log.label} has no version {at_version}; its head is "

@@ -363,6 +363,25 @@ class StoreContract:
         assert await store.read_many([]) == []
         assert await store.read_many([missing], concurrency=1) == [None]
 
+    async def test_list_and_read(self, store: ObjectStore, key_prefix: str) -> None:
+        """``list_and_read`` gives what ``list`` and ``read_many`` of it would.
+
+        Record names (which the local store keeps in segment files) and other names
+        alike; ``limit`` bounds what is read, never what is listed.
+        """
+        log = f"{key_prefix}log/"
+        names = [f"{v:020d}.rec" for v in range(1, 6)] + ["plain"]
+        for name in names:
+            await store.create(log + name, name.encode())
+        keys = [log + n for n in sorted(names)]
+        data = [k.removeprefix(log).encode() for k in keys]
+        assert await store.list_and_read(log, limit=10) == (keys, data)
+        after = await store.list_and_read(log, start_after=keys[1], limit=2)
+        assert after == (keys[2:], data[2:4])
+        assert await store.list_and_read(log, start_after=keys[-1], limit=5) == ([], [])
+        assert await store.list_and_read(log, limit=0) == (keys, [])
+        assert await store.list_and_read(f"{key_prefix}none/", limit=3) == ([], [])
+
     # --- list -----------------------------------------------------------------
 
     async def test_list_is_lexicographic_and_recursive(
