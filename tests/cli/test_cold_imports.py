@@ -97,7 +97,17 @@ def journal_root(tmp_path_factory):
         ["--json", "state", *THREAD],
         ["--json", "ls"],
     ],
-    ids=lambda argv: " ".join(a for a in argv if not a.startswith("-"))[:24],
+    ids=[
+        "ls",
+        "state",
+        "log-tail",
+        "runs",
+        "history",
+        "diff",
+        "verify",
+        "state-json",
+        "ls-json",
+    ],
 )
 def test_a_reading_command_off_a_terminal_loads_nothing_heavy(
     argv, journal_root, tmp_path
