@@ -3,22 +3,20 @@
 :mod:`~journal.cli.render_text` turns a report into these blocks and prints
 them as plain text; :mod:`~journal.cli.render_rich` prints them for a terminal
 (fitted to its width, coloured). Nothing here imports a rendering library, so
-output that is not a terminal never loads one.
+output that is not a terminal never loads one; the types are msgspec Structs,
+which (unlike dataclasses) cost a cold command nothing to define.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+import msgspec
 
 __all__ = ["Block", "Cell", "Grid", "Styled"]
 
 
-@dataclass(frozen=True, slots=True)
-class Styled:
+class Styled(msgspec.Struct, frozen=True):
     """Text whose spans carry a style (a rich style string; "" for none).
 
     Args:
@@ -53,8 +51,7 @@ Cell = str | Styled
 """One table cell."""
 
 
-@dataclass(slots=True)
-class Grid:
+class Grid(msgspec.Struct):
     """A table to lay out: ``right`` columns right-aligned, ``flex`` may fold.
 
     Args:
