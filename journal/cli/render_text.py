@@ -109,19 +109,20 @@ def needs_rich(blocks: Sequence[Block]) -> bool:
     That is a control character (rich strips some, expands tabs) or a line break
     inside a table cell; :func:`emit_plain` handles everything else.
     """
+    cells: list[str] = []
+    lines: list[str] = []
     for block in blocks:
         if isinstance(block, Grid):
-            texts = [*block.headers, *(_plain(c) for row in block.rows for c in row)]
-            if any(_SPECIAL_CELL.search(t) for t in texts):
-                return True
-        elif _SPECIAL.search(_plain(block)):
-            return True
-    return False
+            cells += block.headers
+            cells += (_plain(c) for row in block.rows for c in row)
+        else:
+            lines.append(_plain(block))
+    # One scan of the joined text: a long thread's state has tens of thousands
+    # of cells, and joining creates no character that was not there.
+    return bool(_SPECIAL_CELL.search("".join(cells)) or _SPECIAL.search("".join(lines)))
 
 
 def _cell_width(text: str) -> int:
-    if text.isascii():
-        return len(text)
     # Wide and zero-width characters: measured as rich measures them, so a
     # table lines up the same whether rich lays it out or not.
     from rich.cells import cell_len
@@ -129,24 +130,30 @@ def _cell_width(text: str) -> int:
     return cell_len(text)
 
 
+def _pad_column(cells: Sequence[str], right: bool) -> list[str]:
+    if all(cell.isascii() for cell in cells):
+        width = max(map(len, cells), default=0)
+        return [cell.rjust(width) if right else cell.ljust(width) for cell in cells]
+    widths = [_cell_width(cell) for cell in cells]
+    width = max(widths, default=0)
+    return [
+        " " * (width - w) + cell if right else cell + " " * (width - w)
+        for cell, w in zip(cells, widths, strict=True)
+    ]
+
+
 def _grid_lines(grid: Grid) -> list[str]:
     rows = [[_plain(c) for c in row] for row in grid.rows]
     if grid.show_header:
         rows.insert(0, list(grid.headers))
-    measured = [[(cell, _cell_width(cell)) for cell in row] for row in rows]
-    widths = [0] * len(grid.headers)
-    for row in measured:
-        for i, (_, width) in enumerate(row):
-            widths[i] = max(widths[i], width)
+    if not rows:
+        return []
+    columns = [
+        _pad_column(cells, i in grid.right)
+        for i, cells in enumerate(zip(*rows, strict=True))
+    ]
     indent = " " * grid.indent
-    lines = []
-    for row in measured:
-        cells = []
-        for i, (cell, width) in enumerate(row):
-            pad = " " * (widths[i] - width)
-            cells.append(pad + cell if i in grid.right else cell + pad)
-        lines.append(indent + "  ".join(cells))
-    return lines
+    return [indent + "  ".join(cells) for cells in zip(*columns, strict=True)]
 
 
 def emit(blocks: Sequence[Block], width: int | None = None, color: bool = False) -> str:

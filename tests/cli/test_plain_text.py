@@ -7,6 +7,7 @@ plain layout that does not import it. These checks keep the two identical.
 from __future__ import annotations
 
 import asyncio
+import random
 import tracemalloc
 
 import pytest
@@ -22,6 +23,7 @@ from journal.cli.commands import (
     show_state,
     verify_threads,
 )
+from journal.cli.describe import shorten
 from journal.cli.options import (
     DiffOptions,
     HistoryOptions,
@@ -144,3 +146,15 @@ def test_every_report_prints_as_rich_would_print_it(tmp_path):
         blocks = report_blocks(report)
         assert blocks, report
         assert render_text(report) == emit_rich(blocks, None, False), report
+
+
+def test_shorten_cuts_long_text_as_if_it_had_collapsed_all_of_it():
+    # shorten looks at a prefix first; the result must not depend on that.
+    rng = random.Random(7)  # noqa: S311 - test inputs, not secrets
+    pieces = ["word", "x", " ", "  ", "\n", "\t", "\u00e9t\u00e9", "a" * 300, " " * 500]
+    for _ in range(2000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 120)))
+        width = rng.choice([3, 4, 10, 40, 50, 60, 90, 200])
+        flat = " ".join(text.split())
+        expected = flat if len(flat) <= width else flat[: width - 3] + "..."
+        assert shorten(text, width) == expected, (text, width)
