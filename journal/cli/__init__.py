@@ -55,27 +55,59 @@ The package is layered so that other front ends can reuse the middle:
 
 from __future__ import annotations
 
-from journal.cli.app import main
-from journal.cli.commands import open_state_store, state_changes
-from journal.cli.config import (
-    DEFAULT_ROOT,
-    ROOT_ENV,
-    STORAGE_OPTIONS_ENV,
-    parse_storage_options,
-    resolve_root,
-)
-from journal.cli.describe import (
-    describe_event,
-    format_time,
-    message_summary,
-    shorten,
-    thread_label,
-)
-from journal.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError
-from journal.cli.parser import PROG, build_parser
-from journal.cli.render_json import event_json, record_json
-from journal.cli.render_text import format_table
-from journal.cli.reports import FieldChange
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from journal.cli.app import main
+    from journal.cli.commands import open_state_store, state_changes
+    from journal.cli.config import (
+        DEFAULT_ROOT,
+        ROOT_ENV,
+        STORAGE_OPTIONS_ENV,
+        parse_storage_options,
+        resolve_root,
+    )
+    from journal.cli.describe import (
+        describe_event,
+        format_time,
+        message_summary,
+        shorten,
+        thread_label,
+    )
+    from journal.cli.errors import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, CommandError
+    from journal.cli.parser import PROG, build_parser
+    from journal.cli.render_json import event_json, record_json
+    from journal.cli.render_text import format_table
+    from journal.cli.reports import FieldChange
+
+# Lazy (PEP 562), like the package root: a command imports only the modules it
+# uses, so `agent-journal ls` does not pay for every other command's imports.
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_ROOT": "journal.cli.config",
+    "EXIT_OK": "journal.cli.errors",
+    "EXIT_PROBLEM": "journal.cli.errors",
+    "EXIT_USAGE": "journal.cli.errors",
+    "PROG": "journal.cli.parser",
+    "ROOT_ENV": "journal.cli.config",
+    "STORAGE_OPTIONS_ENV": "journal.cli.config",
+    "CommandError": "journal.cli.errors",
+    "FieldChange": "journal.cli.reports",
+    "build_parser": "journal.cli.parser",
+    "describe_event": "journal.cli.describe",
+    "event_json": "journal.cli.render_json",
+    "format_table": "journal.cli.render_text",
+    "format_time": "journal.cli.describe",
+    "main": "journal.cli.app",
+    "message_summary": "journal.cli.describe",
+    "open_state_store": "journal.cli.commands",
+    "parse_storage_options": "journal.cli.config",
+    "record_json": "journal.cli.render_json",
+    "resolve_root": "journal.cli.config",
+    "shorten": "journal.cli.describe",
+    "state_changes": "journal.cli.commands",
+    "thread_label": "journal.cli.describe",
+}
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -102,3 +134,16 @@ __all__ = [
     "state_changes",
     "thread_label",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,31 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-import msgspec
-
-from journal.cli.commands import (
-    check_root,
-    export_records,
-    follow_log,
-    import_export,
-    import_slot,
-    list_threads,
-    reconcile_thread,
-    recover_thread,
-    resolve_thread,
-    run_tour,
-    show_diff,
-    show_history,
-    show_log,
-    show_runs,
-    show_seal,
-    show_state,
-    verify_threads,
-    write_checkpoint,
-)
-from journal.cli.commands.turns import run_turns
 from journal.cli.config import parse_storage_options, resolve_root
-from journal.cli.describe import format_relative, format_time
 from journal.cli.errors import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -73,12 +49,12 @@ from journal.cli.parser import (
     thread_filter,
 )
 from journal.cli.progress import TerminalProgress
-from journal.cli.render_json import record_json, render_json
-from journal.cli.render_text import render_notes, render_text
-from journal.cli.reports import DemoReport, LogReport, VerifyThreadsReport
-from journal.cli.sinks import jsonl_file, jsonl_stream
 from journal.engine import Journal
 from journal.errors import InvalidKeyError, JournalError, LeaseHeldError
+
+# A cold command pays for every module it imports, so each command's module,
+# the JSON renderer and the export sinks are imported where they are used: see
+# tests/cli/test_cold_imports.py for what `ls` and `state` may load.
 
 if TYPE_CHECKING:
     import argparse
@@ -88,7 +64,7 @@ if TYPE_CHECKING:
 
     from journal.cli.commands.export import RecordSink
     from journal.cli.options import Options
-    from journal.cli.reports import Report
+    from journal.cli.reports import LogReport, Report
 
 __all__ = ["Terminal", "exit_status", "main", "run_command"]
 
@@ -118,6 +94,8 @@ class Terminal:
 
     def render(self, report: Report) -> str:
         """The report as text for this output."""
+        from journal.cli.render_text import render_text
+
         return render_text(report, width=self.width, color=self.color)
 
 
@@ -178,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _lease_held(exc: LeaseHeldError) -> str:
+    from journal.cli.describe import format_relative, format_time
+
     until = format_time(exc.expires_at)
     relative = format_relative(exc.expires_at, time.time())
     return (
@@ -205,6 +185,8 @@ async def _run(args: argparse.Namespace) -> int:
     if args.command == "ui":
         return await _serve_ui(journal, root, args, out)
     if args.command == "turns":
+        from journal.cli.commands.turns import run_turns
+
         try:
             return await run_turns(journal, args, out)
         finally:
@@ -214,9 +196,13 @@ async def _run(args: argparse.Namespace) -> int:
         key = None
         if args.command in THREAD_COMMANDS:
             selection = thread_filter(args)
+            from journal.cli.commands.threads import resolve_thread
+
             if args.command != "import":
                 # A command that reads a thread refuses a root that is no journal
                 # before it could report the thread as merely missing.
+                from journal.cli.commands.root import check_root
+
                 await check_root(journal, root)
                 key = await resolve_thread(journal, selection, root)
             elif selection.agent_id is None or selection.session_id is None:
@@ -232,6 +218,8 @@ async def _run(args: argparse.Namespace) -> int:
             key=key,
         )
         if isinstance(options, LogOptions) and options.follow:
+            from journal.cli.commands.log import follow_log
+
             await follow_log(
                 journal, options, lambda batch: _follow(batch, out, args.json, terminal)
             )
@@ -247,6 +235,10 @@ def _follow(batch: LogReport, out: TextIO, json: bool, terminal: Terminal) -> No
     # With --json, --follow prints one JSON line per record (as export does), so
     # a consumer can read them as they come.
     if json:
+        import msgspec
+
+        from journal.cli.render_json import record_json
+
         for record in batch.records:
             out.write(msgspec.json.encode(record_json(record)).decode("utf-8") + "\n")
         out.flush()
@@ -258,6 +250,7 @@ async def _serve_ui(
     journal: Journal, root: str, args: argparse.Namespace, out: TextIO
 ) -> int:
     # The web package is imported only here: no other command pays for it.
+    from journal.cli.commands.root import check_root
     from journal.web.command import UiOptions, serve_ui
 
     if args.json:
@@ -284,7 +277,11 @@ async def _serve_ui(
 def _print(
     report: Report, out: TextIO, *, json: bool, terminal: Terminal | None = None
 ) -> None:
-    document = render_json(report) if json else None
+    document = None
+    if json:
+        from journal.cli.render_json import render_json
+
+        document = render_json(report)
     if document is not None:
         text = document.decode("utf-8") + "\n"
     else:
@@ -292,6 +289,8 @@ def _print(
     if text:
         out.write(text)
         out.flush()
+    from journal.cli.render_text import render_notes
+
     notes = render_notes(report)
     if notes:
         sys.stderr.write(notes)
@@ -315,42 +314,74 @@ async def run_command(journal: Journal, options: Options, out: TextIO) -> Report
     progress = TerminalProgress(sys.stderr)
     match options:
         case LsOptions():
+            from journal.cli.commands.ls import list_threads
+
             return await list_threads(journal, options, progress)
         case LogOptions():
+            from journal.cli.commands.log import show_log
+
             return await show_log(journal, options)
         case StateOptions():
+            from journal.cli.commands.state import show_state
+
             return await show_state(journal, options)
         case DiffOptions():
+            from journal.cli.commands.diff import show_diff
+
             return await show_diff(journal, options)
         case VerifyOptions():
+            from journal.cli.commands.verify import verify_threads
+
             return await verify_threads(journal, options, progress)
         case SealOptions():
+            from journal.cli.commands.seal import show_seal
+
             return await show_seal(journal, options)
         case CheckpointOptions():
+            from journal.cli.commands.checkpoint import write_checkpoint
+
             return await write_checkpoint(journal, options)
         case ExportOptions():
+            from journal.cli.commands.export import export_records
+
             return await export_records(
                 journal, options, _export_sink(options.output, out)
             )
         case RecoverOptions():
+            from journal.cli.commands.recover import recover_thread
+
             return await recover_thread(journal, options, progress)
         case ReconcileOptions():
+            from journal.cli.commands.reconcile import reconcile_thread
+
             return await reconcile_thread(journal, options, progress)
         case RunsOptions():
+            from journal.cli.commands.runs import show_runs
+
             return await show_runs(journal, options)
         case HistoryOptions():
+            from journal.cli.commands.runs import show_history
+
             return await show_history(journal, options)
         case ImportOptions():
+            from journal.cli.commands.import_slot import import_slot
+
             return await import_slot(journal, options)
         case ImportExportOptions():
+            from journal.cli.commands.import_export import import_export
+
             return await import_export(journal, options)
         case DemoOptions():
+            from journal.cli.commands.demo import run_tour
+
             return await run_tour(journal, options, out)
 
 
 def _export_sink(
     path: str | None, out: TextIO
 ) -> Callable[[], AbstractContextManager[RecordSink]]:
+    from journal.cli.sinks import jsonl_file, jsonl_stream
+
     if path is None:
         return lambda: jsonl_stream(out)
     return lambda: jsonl_file(path)
@@ -358,6 +389,8 @@ def _export_sink(
 
 def exit_status(report: Report) -> int:
     """The exit status a command's report stands for."""
+    from journal.cli.reports import DemoReport, VerifyThreadsReport
+
     if isinstance(report, VerifyThreadsReport):
         return EXIT_OK if report.ok else EXIT_PROBLEM
     if isinstance(report, DemoReport):

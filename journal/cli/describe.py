@@ -64,7 +64,13 @@ def format_time(timestamp: float) -> str:
 
 def shorten(text: str, width: int = DETAIL_WIDTH) -> str:
     """Collapse whitespace and cut ``text`` to ``width`` characters."""
-    flat = " ".join(text.split())
+    # Collapsing a prefix gives a prefix of the collapsed whole (bar its last,
+    # perhaps cut, word): when that is already too long, the rest of a long
+    # message need not be split at all.
+    head = " ".join(text[: 4 * width].split())
+    if width >= 3 and len(head) > width:
+        return head[: width - 3] + "..."
+    flat = head if len(text) <= 4 * width else " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 

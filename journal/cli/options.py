@@ -6,8 +6,9 @@ test) builds them directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from journal.keys import ThreadKey
 
@@ -32,8 +33,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadFilter:
+class ThreadFilter(msgspec.Struct, frozen=True):
     """Optional ids selecting threads; with an agent and a session, one thread.
 
     A user left out (``user_id`` None, ``anonymous`` False) means any user;
@@ -97,8 +97,7 @@ class ThreadFilter:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LsOptions:
+class LsOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``ls``: the threads matching ``filter`` under ``root``.
 
     ``attention``: only the threads needing an operator (an unfinished run,
@@ -106,12 +105,11 @@ class LsOptions:
     """
 
     root: str
-    filter: ThreadFilter = field(default_factory=ThreadFilter)
+    filter: ThreadFilter = msgspec.field(default_factory=ThreadFilter)
     attention: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SealOptions:
+class SealOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``seal``: print the latest seal of ``key`` (sign one at the head if ``new``)."""
 
     root: str
@@ -119,8 +117,7 @@ class SealOptions:
     new: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogOptions:
+class LogOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``log``: a thread's records from ``start`` to ``stop``, or the last ``tail``.
 
     ``run_id`` keeps the records of one run; ``types`` the records holding an
@@ -141,8 +138,7 @@ class LogOptions:
     limit: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunsOptions:
+class RunsOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``runs``: the run ledger of ``key`` (one run only with ``run_id``)."""
 
     root: str
@@ -150,16 +146,14 @@ class RunsOptions:
     run_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryOptions:
+class HistoryOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``history``: every message ``key`` ever held, cleared and compacted marked."""
 
     root: str
     key: ThreadKey
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReconcileOptions:
+class ReconcileOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``reconcile``: record the operator's verdict on each uncertain tool call.
 
     ``outcomes`` maps a call id to what happened (its result text); ``errors``
@@ -170,14 +164,13 @@ class ReconcileOptions:
     root: str
     key: ThreadKey
     holder: str
-    outcomes: dict[str, str] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, str] = msgspec.field(default_factory=dict)
+    errors: dict[str, str] = msgspec.field(default_factory=dict)
     reason: str = "reconciled by an operator"
     wait: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateOptions:
+class StateOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``state``: a thread's state at version ``at`` (None: the head)."""
 
     root: str
@@ -185,8 +178,7 @@ class StateOptions:
     at: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DiffOptions:
+class DiffOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``diff``: state changes from ``start`` (head-1) to ``stop`` (head)."""
 
     root: str
@@ -195,28 +187,25 @@ class DiffOptions:
     stop: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerifyOptions:
+class VerifyOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``verify``: the one thread ``filter`` names, else every matching thread."""
 
     root: str
-    filter: ThreadFilter = field(default_factory=ThreadFilter)
+    filter: ThreadFilter = msgspec.field(default_factory=ThreadFilter)
     trust: str | None = None
     """A public key (``ed25519:<base64>``, hex or a PEM file): check the seals."""
     anchor: str | None = None
     """A file holding a seal printed by ``seal``, which the history must extend."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckpointOptions:
+class CheckpointOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``checkpoint``: write a checkpoint of ``key`` at its head."""
 
     root: str
     key: ThreadKey
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExportOptions:
+class ExportOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``export``: every record of ``key``, to ``output`` (None: the caller's sink)."""
 
     root: str
@@ -224,8 +213,7 @@ class ExportOptions:
     output: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecoverOptions:
+class RecoverOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``recover``: take the lease of ``key`` as ``holder``, waiting ``wait`` s."""
 
     root: str
@@ -234,8 +222,7 @@ class RecoverOptions:
     wait: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportOptions:
+class ImportOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``import``: the state slot of ``key`` in ``source`` becomes a new thread.
 
     ``source`` None means the JSON-file store's default root for the agent.
@@ -246,8 +233,7 @@ class ImportOptions:
     source: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportExportOptions:
+class ImportExportOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``import --from-export``: the export file ``path`` becomes the thread ``key``."""
 
     key: ThreadKey
@@ -255,8 +241,7 @@ class ImportExportOptions:
     path: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DemoOptions:
+class DemoOptions(msgspec.Struct, frozen=True, kw_only=True):
     """``demo``: the tour, on ``root`` (which a child process opens too).
 
     ``cli_flags`` are repeated in the inspection commands the demo prints;
@@ -266,7 +251,7 @@ class DemoOptions:
     """
 
     root: str
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = msgspec.field(default_factory=dict)
     cli_flags: tuple[str, ...] = ()
     pace: float = 0.0
     incident: bool = False

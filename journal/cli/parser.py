@@ -8,7 +8,6 @@ import os
 import re
 import socket
 import sys
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from journal.cli.commands.turns import add_turns_command
@@ -224,10 +223,36 @@ def suggestion(message: str, parser: argparse.ArgumentParser) -> str:
 
 
 def _version() -> str:
+    from importlib import metadata
+
     try:
         return metadata.version("agent-journal")
     except metadata.PackageNotFoundError:  # run from a source tree
         return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked.
+
+    Reading the installed distribution's metadata scans ``sys.path``; every other
+    command would pay for it while the parser is built.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
 
 
 def build_parser() -> JournalParser:
@@ -244,7 +269,7 @@ def build_parser() -> JournalParser:
         "reported an error (a missing thread, a held lease, a refused import); "
         "2 bad usage, or a root that is not a journal; 130 interrupted",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

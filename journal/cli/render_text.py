@@ -1,24 +1,21 @@
 """Reports as text for a terminal: aligned tables and one-line summaries.
 
-Tables are laid out by ``rich``. Without a width (output that is not a
-terminal: a pipe, a file, a test's capture) they take their natural width and
-no colour, so the text is plain and stable for scripts; given a terminal's width
-they fit it (the widest column folds), and with ``color`` statuses are coloured.
+Without a width (output that is not a terminal: a pipe, a file, a test's
+capture) tables take their natural width and no colour, so the text is plain and
+stable for scripts; that text is laid out here, without a rendering library.
+Given a terminal's width tables fit it (the widest column folds), and with
+``color`` statuses are coloured: that is ``rich``'s job
+(:mod:`~journal.cli.render_rich`), imported only then, as it is for the rare
+plain output with a control character in it.
 """
 
 from __future__ import annotations
 
-import io
 import re
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.padding import Padding
-from rich.table import Table
-from rich.text import Text
-
+from journal.cli.blocks import Grid, Styled
 from journal.cli.describe import (
     compact,
     describe_event,
@@ -56,11 +53,21 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from journal import events as ev
+    from journal.cli.blocks import Block, Cell
     from journal.cli.reports import Report
     from journal.codec import Record
     from projections.agent_state import AgentState
 
-__all__ = ["STYLES", "format_table", "render_notes", "render_text"]
+__all__ = [
+    "STYLES",
+    "emit",
+    "emit_plain",
+    "format_table",
+    "needs_rich",
+    "render_notes",
+    "render_text",
+    "report_blocks",
+]
 
 STYLES = {
     "ok": "green",
@@ -80,89 +87,113 @@ STYLES = {
 }
 """Rich styles of the words the tables colour (on a terminal only)."""
 
-Cell = str | Text
+
+def _styled(word: str) -> Styled:
+    return Styled.of(word, STYLES.get(word.split()[0] if word else "", ""))
 
 
-@dataclass(slots=True)
-class _Grid:
-    """A table to lay out: ``right`` columns right-aligned, ``flex`` may fold."""
-
-    headers: Sequence[str]
-    rows: list[list[Cell]]
-    right: Sequence[int] = ()
-    indent: int = 0
-    show_header: bool = True
-    flex: int | None = None  # default: the last column
-    style: dict[int, str] = field(default_factory=dict)
+# Text that rich treats specially (control codes it strips, tabs it expands,
+# line breaks inside a cell): output holding any goes to rich, so plain text is
+# always what rich itself would print at the natural width.
+_SPECIAL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_SPECIAL_CELL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-Block = str | Text | _Grid
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _styled(word: str) -> Text:
-    return Text(word, style=STYLES.get(word.split()[0] if word else "", ""))
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Styled) else cell
 
 
-def _sanitize(cell: Cell) -> Cell:
-    # Agent content is untrusted: no escape sequence reaches a terminal.
-    if isinstance(cell, Text):
-        if _CONTROL.search(cell.plain):
-            return Text(_CONTROL.sub("?", cell.plain), style=cell.style)
-        return cell
-    return _CONTROL.sub("?", cell)
+def needs_rich(blocks: Sequence[Block]) -> bool:
+    """Whether ``blocks`` hold text only rich prints faithfully.
+
+    That is a control character (rich strips some, expands tabs) or a line break
+    inside a table cell; :func:`emit_plain` handles everything else.
+    """
+    cells: list[str] = []
+    lines: list[str] = []
+    for block in blocks:
+        if isinstance(block, Grid):
+            cells += block.headers
+            cells += (_plain(c) for row in block.rows for c in row)
+        else:
+            lines.append(_plain(block))
+    # One scan of the joined text: a long thread's state has tens of thousands
+    # of cells, and joining creates no character that was not there.
+    return bool(_SPECIAL_CELL.search("".join(cells)) or _SPECIAL.search("".join(lines)))
 
 
-def _table(grid: _Grid, *, fit: bool, color: bool) -> Table:
-    table = Table(
-        box=None,
-        pad_edge=False,
-        padding=(0, 1),
-        show_edge=False,
-        show_header=grid.show_header,
-        header_style="bold" if color else "",
-    )
-    flex = grid.flex if grid.flex is not None else len(grid.headers) - 1
-    for i, header in enumerate(grid.headers):
-        table.add_column(
-            header,
-            justify="right" if i in grid.right else "left",
-            no_wrap=not (fit and i == flex),
-            overflow="fold" if fit and i == flex else "ellipsis",
-        )
-    for row in grid.rows:
-        table.add_row(*(_sanitize(c) if fit else c for c in row))
-    return table
+def _cell_width(text: str) -> int:
+    # Wide and zero-width characters: measured as rich measures them, so a
+    # table lines up the same whether rich lays it out or not.
+    from rich.cells import cell_len
+
+    return cell_len(text)
 
 
-def _emit(blocks: Sequence[Block], width: int | None, color: bool) -> str:
+def _pad_column(cells: Sequence[str], right: bool) -> list[str]:
+    if all(cell.isascii() for cell in cells):
+        width = max(map(len, cells), default=0)
+        return [cell.rjust(width) if right else cell.ljust(width) for cell in cells]
+    widths = [_cell_width(cell) for cell in cells]
+    width = max(widths, default=0)
+    return [
+        " " * (width - w) + cell if right else cell + " " * (width - w)
+        for cell, w in zip(cells, widths, strict=True)
+    ]
+
+
+def _grid_lines(grid: Grid) -> list[str]:
+    rows = [[_plain(c) for c in row] for row in grid.rows]
+    if grid.show_header:
+        rows.insert(0, list(grid.headers))
+    if not rows:
+        return []
+    columns = [
+        _pad_column(cells, i in grid.right)
+        for i, cells in enumerate(zip(*rows, strict=True))
+    ]
+    indent = " " * grid.indent
+    return [indent + "  ".join(cells) for cells in zip(*columns, strict=True)]
+
+
+def emit(blocks: Sequence[Block], width: int | None = None, color: bool = False) -> str:
+    """``blocks`` as text: plain unless a terminal's width or colour asks for rich.
+
+    Args:
+        blocks: What to print, in order.
+        width: The terminal's width to fit tables to; None: natural widths.
+        color: Colour statuses and headers.
+
+    Returns:
+        Whole lines without trailing spaces, each ending in a newline.
+    """
+    if width is not None or color or needs_rich(blocks):
+        from journal.cli.render_rich import emit_rich
+
+        return emit_rich(blocks, width, color)
+    return emit_plain(blocks)
+
+
+def emit_plain(blocks: Sequence[Block]) -> str:
+    """``blocks`` at their natural width, uncoloured, laid out without rich.
+
+    The text is what rich prints for the same blocks (columns two spaces
+    apart, wide characters measured as rich measures them, trailing spaces
+    stripped) as long as :func:`needs_rich` is false for them.
+
+    Returns:
+        Whole lines, each ending in a newline; empty for no blocks.
+    """
     if not blocks:
         return ""
-    buffer = io.StringIO()
-    console = Console(
-        file=buffer,
-        width=width or 1_000_000,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        markup=False,
-        emoji=False,
-        legacy_windows=False,
-    )
-    fit = width is not None
+    lines: list[str] = []
     for block in blocks:
-        if isinstance(block, _Grid):
-            table = _table(block, fit=fit, color=color)
-            if block.indent:
-                console.print(Padding(table, (0, 0, 0, block.indent)))
-            else:
-                console.print(table)
+        if isinstance(block, Grid):
+            lines += _grid_lines(block)
         else:
-            text = block if isinstance(block, Text) else Text(block)
-            console.print(_sanitize(text) if fit else text, soft_wrap=True)
-    return "".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines())
+            lines.append(_plain(block))
+    text = "\n".join(lines)
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
 
 
 _LOG_HEADERS = ("VERSION", "EPOCH", "WRITER", "COMMITTED", "RUN", "EVENT", "DETAIL")
@@ -214,10 +245,11 @@ def render_text(
         Whole lines, each ending in a newline; empty for reports whose output
         went elsewhere while the command ran (``export``, ``demo``).
     """
-    return _emit(_blocks(report), width, color)
+    return emit(report_blocks(report), width, color)
 
 
-def _blocks(report: Report) -> list[Block]:
+def report_blocks(report: Report) -> list[Block]:
+    """``report`` laid out as lines and tables, before any is printed."""
     match report:
         case LsReport():
             return _ls(report)
@@ -287,7 +319,7 @@ def _ls(report: LsReport) -> list[Block]:
             f"unreadable: {shorten(t.error, 60)}"
             if t.error
             else format_time(t.last_activity),
-            Text("; ".join(t.attention), style=STYLES["attention"])
+            Styled.of("; ".join(t.attention), style=STYLES["attention"])
             if t.attention
             else "-",
         ]
@@ -298,7 +330,7 @@ def _ls(report: LsReport) -> list[Block]:
     summary = _plural(len(report.threads), "thread")
     if need:
         summary += f", {need} needing attention"
-    return [_Grid(headers, rows, right=(1, 2), flex=0), summary]
+    return [Grid(headers, rows, right=(1, 2), flex=0), summary]
 
 
 # --- log --------------------------------------------------------------------------
@@ -327,10 +359,8 @@ def _log_rows(records: Sequence[Record]) -> list[list[Cell]]:
     return rows
 
 
-def _log_grid(records: Sequence[Record], *, show_header: bool = True) -> _Grid:
-    return _Grid(
-        _LOG_HEADERS, _log_rows(records), right=(0, 1), show_header=show_header
-    )
+def _log_grid(records: Sequence[Record], *, show_header: bool = True) -> Grid:
+    return Grid(_LOG_HEADERS, _log_rows(records), right=(0, 1), show_header=show_header)
 
 
 def _log(report: LogReport) -> list[Block]:
@@ -396,14 +426,14 @@ def _runs(report: RunsReport) -> list[Block]:
                 str(entry.ended_at) if entry.ended_at is not None else "-",
                 view.turn_id or "-",
                 view.parent_run_id or "-",
-                Text(summary, style=STYLES["uncertain"])
+                Styled.of(summary, style=STYLES["uncertain"])
                 if "uncertain" in counts
                 else summary,
                 shorten(entry.reason, 40) if entry.reason else "-",
             ]
         )
     lines.append(
-        _Grid(
+        Grid(
             (
                 "RUN",
                 "STATUS",
@@ -435,7 +465,7 @@ def _runs(report: RunsReport) -> list[Block]:
     if call_rows:
         lines.append("tool calls:")
         lines.append(
-            _Grid(
+            Grid(
                 (
                     "CALL",
                     "TOOL",
@@ -456,7 +486,7 @@ def _runs(report: RunsReport) -> list[Block]:
     uncertain = [c.call_id for v in report.runs for c in v.uncertain]
     if uncertain:
         lines.append(
-            Text(
+            Styled.of(
                 f"uncertain: {', '.join(uncertain)}; settle with `reconcile "
                 f"{thread_label(report.key)} --call ID=OUTCOME` (or --error ID=MSG)",
                 style=STYLES["uncertain"],
@@ -492,7 +522,7 @@ def _history(report: HistoryReport) -> list[Block]:
             ]
         )
     lines.append(
-        _Grid(("#", "VERSION", "ROLE", "LEFT CONTEXT", "CONTENT"), rows, right=(0, 1))
+        Grid(("#", "VERSION", "ROLE", "LEFT CONTEXT", "CONTENT"), rows, right=(0, 1))
     )
     return lines
 
@@ -555,7 +585,7 @@ def _state(report: StateReport) -> list[Block]:
     ]
     if state.context:
         lines.append(
-            _Grid(
+            Grid(
                 ("#", "ROLE", "CONTENT"),
                 _message_rows(state.context),
                 right=(0,),
@@ -594,7 +624,7 @@ def _diff(report: DiffReport) -> list[Block]:
         ]
         if rows:
             lines.append(
-                _Grid(("FIELD", "OLD", "", "NEW"), rows, indent=2, show_header=False)
+                Grid(("FIELD", "OLD", "", "NEW"), rows, indent=2, show_header=False)
             )
         if added or removed:
             lines.append(f"  context: +{len(added)} / -{len(removed)} messages")
@@ -603,7 +633,7 @@ def _diff(report: DiffReport) -> list[Block]:
             ]
             msg_rows += [["-", m.role, shorten(message_summary(m))] for m in removed]
             lines.append(
-                _Grid(("", "ROLE", "CONTENT"), msg_rows, indent=4, show_header=False)
+                Grid(("", "ROLE", "CONTENT"), msg_rows, indent=4, show_header=False)
             )
     if report.records:
         lines.append(f"records {start + 1}..{stop}:")
@@ -619,11 +649,11 @@ def _verify(report: VerifyThreadsReport) -> list[Block]:
         return [f"no threads under {report.root}"]
     lines: list[Block] = []
     for one in report.reports:
-        status = Text("ok  ", style=STYLES["ok"]) if one.ok else _styled("FAIL")
+        status = Styled.of("ok  ", style=STYLES["ok"]) if one.ok else _styled("FAIL")
         extra = "" if one.encryption == "off" else f", encryption {one.encryption}"
         if one.trusted:
             extra += f", sealed to {one.sealed}" if one.sealed else ", not sealed"
-        line = Text.assemble(
+        line = Styled.assemble(
             status,
             f"  {thread_label(one.key)}  "
             f"{one.records} records, head {one.head}, "
@@ -631,11 +661,11 @@ def _verify(report: VerifyThreadsReport) -> list[Block]:
         )
         lines.append(line)
         lines += [
-            Text(f"      problem: {finding}", style=STYLES["problem"])
+            Styled.of(f"      problem: {finding}", style=STYLES["problem"])
             for finding in one.problems
         ]
         lines += [
-            Text(f"      warning: {finding}", style=STYLES["warning"])
+            Styled.of(f"      warning: {finding}", style=STYLES["warning"])
             for finding in one.warnings
         ]
     total, bad = len(report.reports), len(report.with_problems)
@@ -682,7 +712,7 @@ def _recover(report: RecoverReport) -> list[Block]:
             for r in report.runs
         ]
         lines.append(
-            _Grid(("RUN", "STATUS", "STARTED", "ENDED", "REASON"), rows, indent=2)
+            Grid(("RUN", "STATUS", "STARTED", "ENDED", "REASON"), rows, indent=2)
         )
     if report.uncertain:
         lines.append("tool calls with unknown outcome (nothing was re-run):")
@@ -697,7 +727,7 @@ def _recover(report: RecoverReport) -> list[Block]:
             for u in report.uncertain
         ]
         lines.append(
-            _Grid(("CALL", "TOOL", "REQUESTED", "RUN", "INPUT"), rows, indent=2)
+            Grid(("CALL", "TOOL", "REQUESTED", "RUN", "INPUT"), rows, indent=2)
         )
         example = " ".join(f"--call {u.call.call_id}=OUTCOME" for u in report.uncertain)
         lines.append(
@@ -725,7 +755,7 @@ def _reconcile(report: ReconcileReport) -> list[Block]:
         f"{thread_label(report.key)}: {_plural(len(report.calls), 'tool call')} "
         f"reconciled at version {report.version} (fence {report.fence_version}); "
         f"reason: {report.reason}",
-        _Grid(("CALL", "TOOL", "RUN", "VERDICT", "OUTCOME"), rows, indent=2),
+        Grid(("CALL", "TOOL", "RUN", "VERDICT", "OUTCOME"), rows, indent=2),
         "the thread can run again; the model sees each outcome as a tool result",
     ]
 

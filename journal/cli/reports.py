@@ -7,17 +7,17 @@ argparse, terminals or JSON. :mod:`journal.cli.render_text` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from journal import events as ev
-    from journal.codec import Record
-    from journal.engine import VerifyReport
-    from journal.keys import ThreadKey
-    from journal.seals import Seal
-    from projections.agent_state import AgentState
-    from projections.audit import HistoryEntry, RunEntry, ToolCallEntry
+import msgspec
+
+from journal import events as ev
+from journal.codec import Record
+from journal.engine import VerifyReport
+from journal.keys import ThreadKey
+from journal.seals import Seal
+from projections.agent_state import AgentState
+from projections.audit import HistoryEntry, RunEntry, ToolCallEntry
 
 __all__ = [
     "CALL_STATUSES",
@@ -77,8 +77,7 @@ def call_status(call: ToolCallEntry) -> CallStatus:
     return "uncertain"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseView:
+class LeaseView(msgspec.Struct, frozen=True):
     """A thread's writer lease as read (without taking it).
 
     ``live``: a holder's unexpired, believable lease (a writer may be running);
@@ -94,8 +93,7 @@ class LeaseView:
     idle: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadSummary:
+class ThreadSummary(msgspec.Struct, frozen=True):
     """One thread as ``ls`` shows it.
 
     ``last_activity`` is the head record's commit time (0.0 when unknown);
@@ -107,11 +105,10 @@ class ThreadSummary:
     records: int = 0
     last_activity: float = 0.0
     error: str | None = None
-    attention: list[str] = field(default_factory=list)
+    attention: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class LsReport:
+class LsReport(msgspec.Struct, frozen=True):
     """``ls``: the threads found under ``root``, in a stable order.
 
     ``attention_only``: the listing was filtered to threads needing attention.
@@ -122,8 +119,7 @@ class LsReport:
     attention_only: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LogReport:
+class LogReport(msgspec.Struct, frozen=True):
     """``log``: the records of a thread in the range asked for.
 
     ``records`` are filtered (by run, by event type) as asked: a record keeps
@@ -139,8 +135,7 @@ class LogReport:
     continued: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RunView:
+class RunView(msgspec.Struct, frozen=True):
     """One run of the ledger, with where it sits in the run tree.
 
     ``turn_id``, ``parent_run_id`` and ``parent_thread`` are None when the run
@@ -163,8 +158,7 @@ class RunView:
         return [c for c in self.entry.tool_calls if call_status(c) == "uncertain"]
 
 
-@dataclass(frozen=True, slots=True)
-class RunsReport:
+class RunsReport(msgspec.Struct, frozen=True):
     """``runs``: the run ledger of a thread, oldest run first.
 
     ``lease`` is the thread's lease as read: while it is live, open runs are
@@ -177,8 +171,7 @@ class RunsReport:
     lease: LeaseView | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryReport:
+class HistoryReport(msgspec.Struct, frozen=True):
     """``history``: every message the thread ever held, in order.
 
     Each entry says the version it entered at and, if it left the context, the
@@ -190,8 +183,7 @@ class HistoryReport:
     entries: list[HistoryEntry]
 
 
-@dataclass(frozen=True, slots=True)
-class StateReport:
+class StateReport(msgspec.Struct, frozen=True):
     """``state``: the thread's state as of ``version``."""
 
     key: ThreadKey
@@ -200,8 +192,7 @@ class StateReport:
     state: AgentState
 
 
-@dataclass(frozen=True, slots=True)
-class FieldChange:
+class FieldChange(msgspec.Struct, frozen=True):
     """One changed state field, by dotted path (``permission_context.rules.bash``).
 
     ``old`` is None when the field was ``added``, ``new`` when it was ``removed``.
@@ -213,8 +204,7 @@ class FieldChange:
     new: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class DiffReport:
+class DiffReport(msgspec.Struct, frozen=True):
     """``diff``: what changed in the state from ``start`` to ``stop``.
 
     ``records`` are the records after ``start`` up to ``stop``; ``added`` and
@@ -230,8 +220,7 @@ class DiffReport:
     records: list[Record]
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyThreadsReport:
+class VerifyThreadsReport(msgspec.Struct, frozen=True):
     """``verify``: one engine report per thread checked under ``root``."""
 
     root: str
@@ -248,16 +237,14 @@ class VerifyThreadsReport:
         return all(r.ok for r in self.reports)
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointReport:
+class CheckpointReport(msgspec.Struct, frozen=True):
     """``checkpoint``: the version the checkpoint was written at."""
 
     key: ThreadKey
     version: int
 
 
-@dataclass(frozen=True, slots=True)
-class ExportReport:
+class ExportReport(msgspec.Struct, frozen=True):
     """``export``: how many records went out, and to which file (None: a stream)."""
 
     key: ThreadKey
@@ -265,16 +252,14 @@ class ExportReport:
     output: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class UncertainCall:
+class UncertainCall(msgspec.Struct, frozen=True):
     """A tool call whose outcome is unknown, with the run it belongs to."""
 
     run_id: str
     call: ToolCallEntry
 
 
-@dataclass(frozen=True, slots=True)
-class RecoverReport:
+class RecoverReport(msgspec.Struct, frozen=True):
     """``recover``: what was recovered, and what needs an operator's attention.
 
     ``recovered`` is False when nothing needed recovery (no unfinished run):
@@ -289,15 +274,14 @@ class RecoverReport:
     previous_head: int
     fence_version: int
     epoch: int
-    interrupted_now: list[str] = field(default_factory=list)
-    runs: list[RunEntry] = field(default_factory=list)
-    uncertain: list[UncertainCall] = field(default_factory=list)
+    interrupted_now: list[str] = msgspec.field(default_factory=list)
+    runs: list[RunEntry] = msgspec.field(default_factory=list)
+    uncertain: list[UncertainCall] = msgspec.field(default_factory=list)
     recovered: bool = True
     lease: LeaseView | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ReconciledCall:
+class ReconciledCall(msgspec.Struct, frozen=True):
     """One verdict ``reconcile`` recorded."""
 
     call_id: str
@@ -307,8 +291,7 @@ class ReconciledCall:
     is_error: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ReconcileReport:
+class ReconcileReport(msgspec.Struct, frozen=True):
     """``reconcile``: the verdicts committed, in the record at ``version``.
 
     ``fence_version`` is the lease's fence record, just before it.
@@ -321,8 +304,7 @@ class ReconcileReport:
     calls: list[ReconciledCall]
 
 
-@dataclass(frozen=True, slots=True)
-class ImportReport:
+class ImportReport(msgspec.Struct, frozen=True):
     """``import``: the thread created from a state slot.
 
     ``source`` describes where the slot came from; ``notes`` what the operator
@@ -335,11 +317,10 @@ class ImportReport:
     source: str
     slot_version: int
     messages: int
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class ImportExportReport:
+class ImportExportReport(msgspec.Struct, frozen=True):
     """``import --from-export``: the thread created from an export file.
 
     ``records`` were read from ``path`` (the export's versions 1 to ``records``);
@@ -354,8 +335,7 @@ class ImportExportReport:
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class DemoReport:
+class DemoReport(msgspec.Struct, frozen=True):
     """``demo``: the tour's outcome (it narrates as it goes, so no other data).
 
     ``status`` is 0 when the final verify was clean, else 1.
@@ -364,8 +344,7 @@ class DemoReport:
     status: int
 
 
-@dataclass(frozen=True, slots=True)
-class SealReport:
+class SealReport(msgspec.Struct, frozen=True):
     """``seal``: the thread's latest seal (None: it has none)."""
 
     key: ThreadKey

@@ -8,15 +8,39 @@ from typing import TYPE_CHECKING, Any
 
 from journal.cli.describe import thread_label
 from journal.cli.errors import CommandError
-from journal.durable import DurableClient, TurnStatus, TurnView
 from journal.keys import ThreadKey
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import TextIO
 
+    from journal.durable import TurnView
     from journal.engine import Journal
 
 __all__ = ["add_turns_command", "run_turns"]
+
+
+class _TurnStatuses:
+    """The ``--status`` choices, read from ``TurnStatus`` only when argparse asks.
+
+    The parser is built for every command, and the durable-turn package is
+    imported only by ``turns`` (argparse reads the choices when a value is given
+    or the help is printed).
+    """
+
+    def _values(self) -> list[str]:
+        from journal.durable import TurnStatus
+
+        return [s.value for s in TurnStatus]
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._values()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
 
 
 def add_turns_command(sub: argparse._SubParsersAction[Any]) -> None:
@@ -36,8 +60,11 @@ def add_turns_command(sub: argparse._SubParsersAction[Any]) -> None:
         "--status",
         action="append",
         default=[],
-        choices=[s.value for s in TurnStatus],
-        help="only turns with this status (repeat for several)",
+        choices=_TurnStatuses(),
+        # A metavar keeps argparse from listing the choices while it builds
+        # the parser; the help lists them when printed.
+        metavar="STATUS",
+        help="only turns with this status: %(choices)s (repeat for several)",
     )
     act = p.add_mutually_exclusive_group()
     act.add_argument("--pause", metavar="TURN_ID", help="ask a turn to pause")
@@ -62,6 +89,8 @@ def _matches(key: ThreadKey, args: argparse.Namespace) -> bool:
 
 
 async def _threads(journal: Journal, args: argparse.Namespace) -> list[ThreadKey]:
+    from journal.durable import DurableClient
+
     seen: dict[str, ThreadKey] = {}
     async for key in journal.threads(namespace=args.namespace, agent_id=args.agent):
         if _matches(key, args):
@@ -93,6 +122,8 @@ async def run_turns(journal: Journal, args: argparse.Namespace, out: TextIO) -> 
         CommandError: A control without one thread, or ``--resume`` without
             ``--revision``, or an unknown turn.
     """
+    from journal.durable import DurableClient
+
     target = args.pause or args.resume or args.cancel
     if target is not None:
         if args.agent is None or args.session is None:

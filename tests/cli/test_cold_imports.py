@@ -1,0 +1,172 @@
+"""A cold command imports only what it uses: no rendering library off a terminal,
+no other command's dependencies, nothing optional.
+
+Each check runs a fresh interpreter (as an operator's shell does) and reads its
+``sys.modules`` after the command; a module count would drift with Python
+versions, so the checks name the modules that must stay out.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal.cli import build_parser
+from tests.cli.test_commands import THREAD, build_root
+
+REPO = Path(__file__).resolve().parents[2]
+
+HEAVY = (
+    "rich",  # only a terminal's tables need it
+    "aiohttp",  # the ui extra
+    "cryptography",  # only an encrypted journal needs it
+    "fsspec",  # remote roots only
+    "s3fs",
+    "redis",
+    "sqlalchemy",
+    "journal.runtime",  # the agent run loop
+    "journal.durable",  # only `turns` reads durable turns
+    "journal.adapters",
+    "journal.web.server",  # only `ui` serves
+    "journal.cli.demo",  # only `demo`
+    "stores.state",  # only `import --from` opens a state store
+)
+"""Packages (with their submodules) no reading command may load."""
+
+
+def _loaded_by(statement: str, tmp_path: Path) -> set[str]:
+    dump = tmp_path / "modules.json"
+    code = (
+        "import json, sys\n"
+        f"{statement}\n"
+        f"open({str(dump)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONSTARTUP", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,  # stdout is not a terminal, as in a pipe
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(dump.read_text())
+    return set(loaded)
+
+
+def _heavy_in(loaded: set[str]) -> list[str]:
+    return sorted(
+        m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)
+    )
+
+
+def test_import_journal_loads_no_other_project_module_and_nothing_heavy(tmp_path):
+    loaded = _loaded_by("import journal", tmp_path)
+    project = {m for m in loaded if m.split(".")[0] in ("journal", "stores")}
+    assert project == {"journal"}
+    assert "projections" not in loaded
+    assert _heavy_in(loaded) == []
+    for dependency in ("pydantic", "msgspec", "asyncio"):
+        assert dependency not in loaded
+
+
+@pytest.fixture(scope="module")
+def journal_root(tmp_path_factory):
+    return build_root(tmp_path_factory.mktemp("cold") / "journal")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["state", *THREAD],
+        ["log", *THREAD, "--tail", "3"],
+        ["runs", *THREAD],
+        ["history", *THREAD],
+        ["diff", *THREAD],
+        ["verify"],
+        ["--json", "state", *THREAD],
+        ["--json", "ls"],
+    ],
+    ids=[
+        "ls",
+        "state",
+        "log-tail",
+        "runs",
+        "history",
+        "diff",
+        "verify",
+        "state-json",
+        "ls-json",
+    ],
+)
+def test_a_reading_command_off_a_terminal_loads_nothing_heavy(
+    argv, journal_root, tmp_path
+):
+    full = ["--root", str(journal_root), *argv]
+    loaded = _loaded_by(
+        "import contextlib, io\n"
+        "from journal.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({full!r}) == 0\n",
+        tmp_path,
+    )
+    assert "journal.engine" in loaded  # the command did run
+    assert _heavy_in(loaded) == []
+
+
+def test_a_command_loads_its_own_module_and_not_its_siblings(journal_root, tmp_path):
+    loaded = _loaded_by(
+        "import contextlib, io\n"
+        "from journal.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['--root', {str(journal_root)!r}, 'ls']) == 0\n",
+        tmp_path,
+    )
+    assert "journal.cli.commands.ls" in loaded
+    for sibling in ("log", "runs", "verify", "recover", "reconcile", "export", "diff"):
+        assert f"journal.cli.commands.{sibling}" not in loaded
+    assert "journal.cli.render_json" not in loaded  # no --json
+
+
+def test_building_the_parser_reads_no_package_metadata(monkeypatch, capsys):
+    # Looking the version up scans sys.path for distributions: only --version
+    # may pay for it, not the parser every command builds.
+    def no_metadata(name: str) -> str:
+        raise AssertionError(f"read the metadata of {name}")
+
+    monkeypatch.setattr(importlib.metadata, "version", no_metadata)
+    assert build_parser().parse_args(["ls"]).command == "ls"
+    with pytest.raises(AssertionError, match="agent-journal"):
+        build_parser().parse_args(["--version"])
+    monkeypatch.undo()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--version"])
+    assert capsys.readouterr().out.startswith("agent-journal ")
+
+
+def test_the_lazy_cli_packages_still_export_every_name():
+    import journal.cli
+    import journal.cli.commands
+
+    for package in (journal.cli, journal.cli.commands):
+        assert sorted(package.__all__) == sorted(set(package.__all__))
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
+        assert set(package.__all__) <= set(dir(package))
+        with pytest.raises(AttributeError):
+            _ = package.no_such_name
+    # Two functions share their module's name: the package gives the function.
+    from journal.cli.commands import import_export, import_slot
+
+    assert callable(import_export)
+    assert callable(import_slot)
