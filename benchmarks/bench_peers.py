@@ -154,6 +154,9 @@ PACKAGES = (
     "psycopg",
     "moto",
 )
+SHORT_LOADS: list[str] = []
+"""Peers' loads that returned fewer items than written (reported in the load table)."""
+
 # LangGraph re-stores the whole conversation at every turn: threads longer than this
 # start from one seeded checkpoint instead of being filled (see LangGraphPeer.seed).
 SEED_ABOVE = 1500
@@ -529,10 +532,17 @@ async def run_benchmark(
                             result = await load_in_process(adapter)
                         expected = adapter.turns * adapter.items_per_turn
                         if result["items"] != expected:
-                            raise RuntimeError(
-                                f"{adapter.name} loaded {result['items']} items, "
-                                f"expected {expected}"
+                            if adapter.key.startswith("aj"):
+                                raise RuntimeError(
+                                    f"{adapter.name} loaded {result['items']} "
+                                    f"items, expected {expected}"
+                                )
+                            # A peer's own shortfall is reported, not hidden.
+                            SHORT_LOADS.append(
+                                f"{adapter.name} at {length:,} turns: loaded "
+                                f"{result['items']:,} items, expected {expected:,}"
                             )
+                            log(f"  [{SHORT_LOADS[-1]}]")
                         rows[adapter.key].loads.setdefault(length, []).append(result)
                 log(f"  loads at {length} done")
             for adapter in adapters:
@@ -1253,6 +1263,14 @@ def render(res: Results) -> str:
         "second memory:// Journal).",
         "",
     ]
+    if SHORT_LOADS:
+        lines += [
+            "A peer's load that returned fewer items than were written (checked "
+            "after every load; its time is still shown): "
+            + "; ".join(dict.fromkeys(SHORT_LOADS))
+            + ".",
+            "",
+        ]
     head, rule = "| system | vs |", "| --- | --- |"
     for length in plan.load_lengths:
         head += f" {length:,} turns | x |"
