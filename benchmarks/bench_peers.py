@@ -416,6 +416,9 @@ async def load_in_process(adapter: Adapter) -> dict[str, float]:
     return {"open_s": 0.0, "load_s": time.perf_counter() - t0, "items": items}
 
 
+_COPY_TREE = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
+
+
 def checkpointed_footprint(directory: Path, db_name: str) -> tuple[int, int] | None:
     """(bytes, du) of a copy of ``directory`` after ``PRAGMA wal_checkpoint(TRUNCATE)``.
 
@@ -426,7 +429,13 @@ def checkpointed_footprint(directory: Path, db_name: str) -> tuple[int, int] | N
     """
     with tempfile.TemporaryDirectory(prefix="aj-walckpt-") as tmp:
         copy = Path(tmp) / "db"
-        shutil.copytree(directory, copy)
+        # In another process: closing any descriptor of the database file drops
+        # every POSIX lock this process holds on it, the peer's SQLite connections'
+        # included (its next writes then failed with "disk I/O error", and a load
+        # missed rows). A child's descriptors are its own.
+        subprocess.run(
+            [sys.executable, "-c", _COPY_TREE, str(directory), str(copy)], check=True
+        )
         try:
             with contextlib.closing(sqlite3.connect(copy / db_name)) as conn:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
