@@ -10,8 +10,9 @@ the foundation only, not the engine, the projections or the runtime. See
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
+
+from journal.lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from journal.codec import (
@@ -317,14 +318,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, __all__, globals())

@@ -106,7 +106,7 @@ async def run_openai(
 async def run_es(
     directory: Path, sessions: int, turns: int, tag: str
 ) -> dict[str, Any]:
-    from _peers.eventsourcing_peer import Thread, Threads, message_dicts
+    from _peers.eventsourcing_peer import Thread, Threads, apply_turn
 
     made(directory)
     app = Threads(
@@ -123,15 +123,7 @@ async def run_es(
 
     def writer(thread: Any) -> Callable[[int], Awaitable[None]]:
         async def write(t: int) -> None:
-            turn = make_turn(t)
-            for message in message_dicts(turn):
-                thread.append_message(message)
-            if turn.todos is not None:
-                thread.write_todos(turn.todos, turn.todos_revision)
-            if turn.plan_mode is not None:
-                thread.set_plan_mode(turn.plan_mode, turn.plan_file)
-            if turn.summary is not None:
-                thread.set_summary(turn.summary)
+            apply_turn(thread, make_turn(t))
             app.save(thread)
 
         return write

@@ -85,6 +85,18 @@ def message_dicts(t: Turn) -> list[dict[str, Any]]:
     ]
 
 
+def apply_turn(thread: Any, turn: Turn) -> None:
+    """Record one turn on a ``Thread`` aggregate: a domain event per change."""
+    for message in message_dicts(turn):
+        thread.append_message(message)
+    if turn.todos is not None:
+        thread.write_todos(turn.todos, turn.todos_revision)
+    if turn.plan_mode is not None:
+        thread.set_plan_mode(turn.plan_mode, turn.plan_file)
+    if turn.summary is not None:
+        thread.set_summary(turn.summary)
+
+
 class EventsourcingPeer(Adapter):
     system = "eventsourcing"
     module = "eventsourcing_peer"
@@ -139,16 +151,8 @@ class EventsourcingPeer(Adapter):
         self.app.save(self.thread)
 
     async def put_turn(self, turn: Turn) -> None:
-        thread = self.thread
-        for message in message_dicts(turn):
-            thread.append_message(message)
-        if turn.todos is not None:
-            thread.write_todos(turn.todos, turn.todos_revision)
-        if turn.plan_mode is not None:
-            thread.set_plan_mode(turn.plan_mode, turn.plan_file)
-        if turn.summary is not None:
-            thread.set_summary(turn.summary)
-        self.app.save(thread)
+        apply_turn(self.thread, turn)
+        self.app.save(self.thread)
         self.turns += 1
 
     async def load(self) -> int:

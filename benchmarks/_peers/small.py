@@ -174,7 +174,7 @@ async def openai_list(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 async def fill_es(directory: Path, n: int) -> dict[str, Any]:
-    from _peers.eventsourcing_peer import Thread, Threads, message_dicts
+    from _peers.eventsourcing_peer import Thread, Threads, apply_turn
 
     made(directory)
     env = {
@@ -186,15 +186,7 @@ async def fill_es(directory: Path, n: int) -> dict[str, Any]:
     for i in range(n):
         thread = Thread(name=openai_session(i))
         for t in range(TURNS):
-            turn = make_turn(t)
-            for message in message_dicts(turn):
-                thread.append_message(message)
-            if turn.todos is not None:
-                thread.write_todos(turn.todos, turn.todos_revision)
-            if turn.plan_mode is not None:
-                thread.set_plan_mode(turn.plan_mode, turn.plan_file)
-            if turn.summary is not None:
-                thread.set_summary(turn.summary)
+            apply_turn(thread, make_turn(t))
         app.save(thread)
         ids.append(str(thread.id))
     app.close()

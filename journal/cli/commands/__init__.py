@@ -6,7 +6,6 @@ in :mod:`journal.cli.reports`, the option types in :mod:`journal.cli.options`.
 
 from __future__ import annotations
 
-import importlib as _importlib
 import typing as _typing
 
 # Eager: these two functions share their module's name, and a lazy export would
@@ -18,6 +17,7 @@ from journal.cli.commands.import_export import (
     read_export,
 )
 from journal.cli.commands.import_slot import import_slot, open_state_store
+from journal.lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
     from journal.cli.commands.checkpoint import write_checkpoint
@@ -113,14 +113,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, __all__, globals())
