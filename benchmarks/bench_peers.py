@@ -1066,9 +1066,10 @@ def render_extra(res: Results) -> list[str]:
             "A fresh process opens the store filled above and lists its threads; "
             f"median of {reps} such processes, open + list (of which open), after "
             "the imports; the count returned is checked. agent-journal: "
-            "`Journal.open(root)` then `[k async for k in journal.threads()]` (it "
-            "lists directories level by level: namespace, agent, user, session, "
-            "thread). OpenAI Agents SDK: sessions have no listing call, so the "
+            "`Journal.open(root)` then `[k async for k in journal.threads()]` (the "
+            "local store walks the namespace, agent, user, session and thread "
+            "directories in one call). OpenAI Agents SDK: sessions have no "
+            "listing call, so the "
             "floor is one SQL query on its database through `sqlite3`: "
             "`SELECT DISTINCT session_id` on its `agent_messages` table (open = "
             "`sqlite3.connect`).",
