@@ -232,6 +232,7 @@ class LocalStore(ObjectStore):
         if not self.fsync:
             return
         framed: dict[str, builtins.list[str]] = {}
+        synced_dirs: set[str] = set()  # each directory's entries synced once
         for key in keys:
             directory, name = self._locate(key)
             if self.segments and segment_of(name) is not None:
@@ -248,6 +249,9 @@ class LocalStore(ObjectStore):
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+                synced_dirs.add(directory)
+        for directory in sorted(synced_dirs):
+            with _map_errors(directory):
                 fsync_dir(directory)
         for directory, names in framed.items():
             with _map_errors(directory):
