@@ -671,6 +671,9 @@ def run_cli(root: Path, length: int, reps: int, timeout: float) -> dict[str, Any
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     env.pop("AGENT_JOURNAL_HOME", None)
+    # An installed package has its bytecode cached; with this set, every timed run
+    # would compile the modules again (the untimed first round writes the caches).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     thread = ["--root", str(root), "--agent", "bench", "--session", "peers"]
     thread += ["--user", "bench"]
     py = sys.executable

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+import msgspec
 
 from journal.errors import InvalidKeyError
 
@@ -76,6 +77,9 @@ def encode_segment(value: str) -> str:
     return f"%%{prefix}%%{digest}"
 
 
+_json_encode = msgspec.json.Encoder().encode
+_json_decode = msgspec.json.decode
+
 _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -129,7 +133,7 @@ def check_id(value: object, field: str) -> str:
 
 def _check_id(value: object, field: str) -> str:
     if not isinstance(value, str):
-        # ValueError, not TypeError: pydantic turns it into the InvalidKeyError.
+        # ValueError, not TypeError: the callers turn it into the InvalidKeyError.
         raise ValueError(f"{field} must be a string, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{field} must not be empty")
@@ -149,8 +153,18 @@ def _check_id(value: object, field: str) -> str:
     return value
 
 
-class ThreadKey(BaseModel):
+_FIELDS = ("agent_id", "session_id", "user_id", "thread_id", "namespace")
+
+
+class ThreadKey:
     """The identity of one thread: where its log lives.
+
+    Frozen and hashable; equal when every id is. It offers the part of pydantic's
+    model interface that keys are used through (``model_dump``, ``model_dump_json``,
+    ``model_validate``, ``model_validate_json``, ``model_copy``) and can be a field
+    of a pydantic model, but it is a plain class: importing pydantic and building a
+    model's validator cost 100-200 ms of every cold start (the library's and each
+    CLI command's), for five string checks.
 
     Args:
         agent_id: The agent the thread belongs to.
@@ -161,16 +175,17 @@ class ThreadKey(BaseModel):
 
     Raises:
         InvalidKeyError: An id is empty, longer than 256 characters, not a string, or
-            contains a control character.
+            contains a control character; or an unknown field was given.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    __slots__ = ("_hash", "agent_id", "namespace", "session_id", "thread_id", "user_id")
 
     agent_id: str
     session_id: str
-    user_id: str | None = None
-    thread_id: str = "main"
-    namespace: str = "default"
+    user_id: str | None
+    thread_id: str
+    namespace: str
+    _hash: int
 
     def __init__(
         self,
@@ -181,31 +196,140 @@ class ThreadKey(BaseModel):
         namespace: str = "default",
         **extra: Any,
     ) -> None:
+        problems = [f"{name}: unexpected field" for name in extra]
+        values = (agent_id, session_id, user_id, thread_id, namespace)
+        for name, value in zip(_FIELDS, values, strict=True):
+            if value is None and name == "user_id":
+                continue
+            try:
+                _check_id(value, name)
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            raise InvalidKeyError(f"invalid thread key: {'; '.join(problems)}")
+        self._set(values)
+
+    def _set(self, values: tuple[str, str, str | None, str, str]) -> None:
+        put = object.__setattr__
+        for name, value in zip(_FIELDS, values, strict=True):
+            put(self, name, value)
+        put(self, "_hash", hash(values))
+
+    @classmethod
+    def _trusted(cls, values: tuple[str, str, str | None, str, str]) -> ThreadKey:
+        key = object.__new__(cls)
+        key._set(values)
+        return key
+
+    def _values(self) -> tuple[str, str, str | None, str, str]:
+        return (
+            self.agent_id,
+            self.session_id,
+            self.user_id,
+            self.thread_id,
+            self.namespace,
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise InvalidKeyError(
+            f"a ThreadKey is frozen: {name} cannot be set "
+            "(key.model_copy(update={...}) makes a changed copy)"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise InvalidKeyError(f"a ThreadKey is frozen: {name} cannot be deleted")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ThreadKey) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._hash == other._hash and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{n}={v!r}" for n, v in zip(_FIELDS, self._values(), strict=True)
+        )
+        return f"ThreadKey({fields})"
+
+    def __reduce__(self) -> tuple[type[ThreadKey], tuple[str | None, ...]]:
+        return (type(self), self._values())
+
+    def __copy__(self) -> ThreadKey:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ThreadKey:
+        return self
+
+    def model_dump(self, *, exclude_none: bool = False) -> dict[str, str | None]:
+        """The five ids by field name (``user_id`` left out if None and asked)."""
+        out = dict(zip(_FIELDS, self._values(), strict=True))
+        if exclude_none and self.user_id is None:
+            del out["user_id"]
+        return out
+
+    def model_dump_json(self, *, exclude_none: bool = False) -> str:
+        """:meth:`model_dump` as compact JSON, fields in declaration order."""
+        return _json_encode(self.model_dump(exclude_none=exclude_none)).decode()
+
+    @classmethod
+    def model_validate(cls, obj: object) -> ThreadKey:
+        """A key from a key (returned as is) or a mapping of its fields.
+
+        Raises:
+            InvalidKeyError: ``obj`` is neither, or its ids are not valid.
+        """
+        if isinstance(obj, ThreadKey):
+            return obj
+        if not isinstance(obj, Mapping):
+            raise InvalidKeyError(
+                "invalid thread key: expected a ThreadKey or a mapping of its "
+                f"fields, not {type(obj).__name__}"
+            )
+        if not all(isinstance(name, str) for name in obj):
+            raise InvalidKeyError("invalid thread key: field names must be strings")
+        missing = [n for n in ("agent_id", "session_id") if n not in obj]
+        if missing:
+            raise InvalidKeyError(
+                f"invalid thread key: {', '.join(missing)}: field required"
+            )
+        return cls(**obj)
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes) -> ThreadKey:
+        """A key from the JSON :meth:`model_dump_json` writes.
+
+        Raises:
+            InvalidKeyError: ``data`` is not JSON of a key's fields.
+        """
         try:
-            super().__init__(
-                agent_id=agent_id,
-                session_id=session_id,
-                user_id=user_id,
-                thread_id=thread_id,
-                namespace=namespace,
-                **extra,
-            )
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'key'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise InvalidKeyError(f"invalid thread key: {problems}") from None
+            obj = _json_decode(data)
+        except ValueError as exc:
+            raise InvalidKeyError(f"invalid thread key: {exc}") from None
+        return cls.model_validate(obj)
 
-    @field_validator("agent_id", "session_id", "thread_id", "namespace", mode="before")
-    @classmethod
-    def _valid_id(cls, value: object, info: Any) -> str:
-        return _check_id(value, info.field_name)
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ThreadKey:
+        """A key with some ids replaced, validated like the constructor."""
+        if not update:
+            return self
+        return ThreadKey(**{**self.model_dump(), **update})
 
-    @field_validator("user_id", mode="before")
     @classmethod
-    def _valid_user(cls, value: object) -> str | None:
-        return None if value is None else _check_id(value, "user_id")
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Let a pydantic model have a ThreadKey field (pydantic imported only then).
+
+        It validates from a key or a mapping of its fields, and serializes to that
+        mapping.
+        """
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_plain_validator_function(
+            cls.model_validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda key: key.model_dump()
+            ),
+        )
 
     @property
     def segments(self) -> tuple[str, str, str, str, str]:
@@ -281,10 +405,4 @@ def checked_key(
         check_id(value, field)
     if user_id is not None:
         check_id(user_id, "user_id")
-    return ThreadKey.model_construct(
-        agent_id=agent_id,
-        session_id=session_id,
-        user_id=user_id,
-        thread_id=thread_id,
-        namespace=namespace,
-    )
+    return ThreadKey._trusted((agent_id, session_id, user_id, thread_id, namespace))

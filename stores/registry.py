@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import types
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -86,6 +85,10 @@ def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:
         return LocalStore("/" + rest.lstrip("/"), **options)
     backend = _BUILTIN.get(scheme)
     if backend is None:
+        # Imported here: importlib.metadata costs ~30 ms, and the built-in schemes
+        # (every local journal) never need it.
+        from importlib.metadata import entry_points
+
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             if ep.name == scheme:
                 backend = _Backend(ep.value, "")

@@ -36,6 +36,9 @@ HEAVY = (
     "journal.web.server",  # only `ui` serves
     "journal.cli.demo",  # only `demo`
     "stores.state",  # only `import --from` opens a state store
+    "pydantic",  # a ThreadKey is a plain class; pydantic checks runtime inputs
+    "pydantic_core",
+    "importlib.metadata",  # only a store scheme from a plugin needs entry points
 )
 """Packages (with their submodules) no reading command may load."""
 
@@ -77,6 +80,17 @@ def test_import_journal_loads_no_other_project_module_and_nothing_heavy(tmp_path
     assert _heavy_in(loaded) == []
     for dependency in ("pydantic", "msgspec", "asyncio"):
         assert dependency not in loaded
+
+
+def test_opening_a_local_journal_and_building_a_key_loads_nothing_heavy(tmp_path):
+    loaded = _loaded_by(
+        "from journal import Journal, ThreadKey\n"
+        f"Journal.open({str(tmp_path / 'j')!r})\n"
+        "ThreadKey('a', 's', 'u')\n",
+        tmp_path,
+    )
+    assert "journal.engine.facade" in loaded
+    assert _heavy_in(loaded) == []
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import re
 import string
 
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -288,3 +291,88 @@ async def test_listing_walks_the_local_tree_in_one_call(tmp_path):
     only = [k async for k in Journal(store).threads(user_id="u3")]
     assert only == [keys[3]]
     assert store.calls == ["descendants"]
+
+
+# --- ThreadKey's model interface (a plain class that behaves like the model it was) ---
+
+
+def test_a_key_round_trips_through_dump_validate_pickle_and_copy():
+    key = ThreadKey("a", "s", user_id="u", thread_id="t", namespace="n")
+    assert key.model_dump() == {
+        "agent_id": "a",
+        "session_id": "s",
+        "user_id": "u",
+        "thread_id": "t",
+        "namespace": "n",
+    }
+    assert ThreadKey.model_validate(key.model_dump()) == key
+    assert ThreadKey.model_validate(key) is key
+    assert ThreadKey.model_validate_json(key.model_dump_json()) == key
+    assert pickle.loads(pickle.dumps(key)) == key  # noqa: S301 (our own bytes)
+    assert copy.deepcopy(key) == key
+    assert key.model_copy(update={"thread_id": "t2"}) == ThreadKey(
+        "a", "s", "u", "t2", "n"
+    )
+    anonymous = ThreadKey("a", "s")
+    assert "user_id" not in anonymous.model_dump(exclude_none=True)
+    assert repr(anonymous) == (
+        "ThreadKey(agent_id='a', session_id='s', user_id=None, "
+        "thread_id='main', namespace='default')"
+    )
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(agent=_IDS, user=st.none() | _IDS)
+def test_the_json_of_a_key_is_what_pydantic_wrote_for_it(agent, user):
+    # Ids built from a key's JSON (the ADK adapter's event ids) were written when
+    # ThreadKey was a pydantic model: the same key must give the same text.
+    class Model(pydantic.BaseModel):
+        agent_id: str
+        session_id: str
+        user_id: str | None = None
+        thread_id: str = "main"
+        namespace: str = "default"
+
+    key = ThreadKey(agent, "s", user)
+    assert key.model_dump_json() == Model(**key.model_dump()).model_dump_json()
+
+
+def test_a_key_is_a_field_of_a_pydantic_model():
+    class Holder(pydantic.BaseModel):
+        key: ThreadKey
+
+    key = ThreadKey("a", "s", "u")
+    assert Holder(key=key).key is key
+    assert Holder.model_validate({"key": key.model_dump()}).key == key
+    assert Holder(key=key).model_dump() == {"key": key.model_dump()}
+    assert ThreadKey.model_validate_json(
+        Holder(key=key).model_dump_json()[len('{"key":') : -1]
+    ) == key
+    with pytest.raises(pydantic.ValidationError, match="agent_id"):
+        Holder.model_validate({"key": {"agent_id": "", "session_id": "s"}})
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [
+        (lambda: ThreadKey("a", "s", colour="red"), "colour: unexpected field"),
+        (lambda: ThreadKey.model_validate({"agent_id": "a"}), "session_id"),
+        (lambda: ThreadKey.model_validate(["a", "s"]), "not list"),
+        (lambda: ThreadKey.model_validate_json(b"{"), "invalid thread key"),
+        (lambda: ThreadKey("a", "s").model_copy(update={"user_id": ""}), "user_id"),
+        (lambda: ThreadKey("", "\x00"), "agent_id: agent_id must not be empty; "),
+    ],
+)
+def test_bad_key_input_is_an_invalid_key_error_naming_the_field(make, needle):
+    with pytest.raises(InvalidKeyError, match=re.escape(needle)):
+        make()
+
+
+def test_a_key_cannot_be_changed_in_place():
+    key = ThreadKey("a", "s")
+    with pytest.raises(InvalidKeyError, match="frozen"):
+        key.user_id = "u"
+    with pytest.raises(InvalidKeyError, match="frozen"):
+        del key.agent_id
+    assert key == ThreadKey("a", "s")
+    assert key != ("a", "s", None, "main", "default")
