@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from journal.cli.blocks import Grid, Styled
+from journal.cli.fit import LONG_GRID, fit_grid
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -88,6 +89,15 @@ def emit_rich(blocks: Sequence[Block], width: int | None, color: bool) -> str:
     )
     fit = width is not None
     for block in blocks:
+        if (
+            isinstance(block, Grid)
+            and width is not None
+            and len(block.rows) > LONG_GRID
+        ):
+            lines = fit_grid(block, width)
+            if lines is not None:
+                buffer.write("".join(line + "\n" for line in lines))
+                continue
         if isinstance(block, Grid):
             table = _table(block, fit=fit, color=color)
             if block.indent:
