@@ -60,3 +60,14 @@ def test_a_terminal_too_narrow_for_the_fixed_columns_is_left_to_rich():
     grid = Grid(headers=("ID", "TEXT"), rows=[["x" * 60, "hello"]] * 300)
     assert fit.fit_grid(grid, 40) is None
     assert render_rich.emit_rich([grid], 40, color=False)  # rich shrinks it
+
+
+def test_a_long_grid_does_not_go_through_rich_tables(monkeypatch):
+    # rich lays a table out at about half a millisecond a row: the state of a
+    # 5,000-turn thread took over ten seconds on a terminal.
+    def no_table(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a long grid was laid out by rich")
+
+    monkeypatch.setattr(render_rich, "_table", no_table)
+    text = render_rich.emit_rich([_grid(5_000, seed=1)], 100, color=True)
+    assert text.count("\n") >= 5_001
