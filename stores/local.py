@@ -683,7 +683,22 @@ class LocalStore(ObjectStore):
         self, prefix: str, start_after: str | None, limit: int
     ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:
         keys = self._list(prefix, start_after, False)
-        data = self._read_many(keys[:limit]) if limit > 0 else []
+        if limit <= 0:
+            return keys, []
+        wanted = keys[:limit]
+        directory, base = self._dir_of(prefix)
+        names = [key[len(base) :] for key in wanted]
+        if any("/" in name for name in names):
+            return keys, self._read_many(wanted)
+        # The listing found these names in this directory: read them from its
+        # segments by name, without locating and validating each key again.
+        with _map_errors(prefix):
+            data = self._segs.read_many(directory, names)
+        missing = [i for i, found in enumerate(data) if found is None]
+        if missing:  # plain files (written with segments=False), or gone since
+            again = self._read_many([wanted[i] for i in missing])
+            for i, found in zip(missing, again, strict=True):
+                data[i] = found
         return keys, data
 
     async def remove_leftovers(self, prefix: str, *, older_than: float) -> int:

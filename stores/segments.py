@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -154,7 +155,13 @@ _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
 def _numbered(version: int) -> str:
-    return f"{SEGMENT_PREFIX}{layout.version_name(version // RECORDS_PER_SEGMENT)}"
+    return _segment_name(version // RECORDS_PER_SEGMENT)
+
+
+@functools.lru_cache(maxsize=1024)
+def _segment_name(number: int) -> str:
+    # Cached: reading a log's records names the same segment for each of them.
+    return f"{SEGMENT_PREFIX}{layout.version_name(number)}"
 
 
 def reserve_for(frames_end: int, cap: int = RESERVE) -> int:
@@ -338,9 +345,7 @@ class _Segment:
         # bytes in the reserve, and those start at the end of the frames; a new
         # index (a new process, after a power loss too) looks through all of it.
         index.torn = (
-            0
-            if at_reserve and not fresh
-            else _nonzero_extent(fd, valid_end, size)
+            0 if at_reserve and not fresh else _nonzero_extent(fd, valid_end, size)
         )
 
     @staticmethod
@@ -384,9 +389,7 @@ class _Segment:
         was never acknowledged. A checksum failure without zeros is damage to an
         acknowledged frame, kept and reported like any other.
         """
-        raw = (
-            buf[pos:end] if end <= len(buf) else os.pread(fd, end - pos, base + pos)
-        )
+        raw = buf[pos:end] if end <= len(buf) else os.pread(fd, end - pos, base + pos)
         data = memoryview(raw)[: len(raw) - 4]
         head_len = _HEAD.size + int.from_bytes(raw[5:7], "big") + 4
         (crc,) = _CRC.unpack_from(raw, len(raw) - 4)
@@ -434,10 +437,7 @@ class _Segment:
         if (
             index.end
             and st.st_size == index.size
-            and (
-                st.st_size == index.end
-                or os.pread(fd, 4, index.end) == _ZERO_WORD
-            )
+            and (st.st_size == index.end or os.pread(fd, 4, index.end) == _ZERO_WORD)
         ):
             return  # nothing was written since the last scan
         if not shared:
