@@ -376,6 +376,8 @@ class StoreContract:
         keys = [log + n for n in sorted(names)]
         data = [k.removeprefix(log).encode() for k in keys]
         assert await store.list_and_read(log, limit=10) == (keys, data)
+        # From a parent prefix, names below it in a subdirectory alike.
+        assert await store.list_and_read(key_prefix, limit=10) == (keys, data)
         after = await store.list_and_read(log, start_after=keys[1], limit=2)
         assert after == (keys[2:], data[2:4])
         assert await store.list_and_read(log, start_after=keys[-1], limit=5) == ([], [])
