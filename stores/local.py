@@ -24,6 +24,7 @@ import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING
 
 from journal.errors import (
@@ -546,47 +547,54 @@ class LocalStore(ObjectStore):
     ) -> builtins.list[tuple[str, ...]]:
         # One call walks the whole pattern: a level at a time through the event
         # loop would cost a worker-thread hop per directory (a thousand threads,
-        # a thousand hops). Only the last level's directories need the
-        # holds-objects walk: an ancestor holds whatever they hold.
+        # a thousand hops). A wildcard costs one scandir per directory, whose
+        # entries' types come with the names (no stat); a fixed name costs
+        # nothing. Only the last level's paths need proof that they hold objects:
+        # an ancestor holds whatever they hold.
         prefix = prefix.strip("/")
         directory, _ = self._dir_of(prefix)
         found: builtins.list[tuple[tuple[str, ...], str]] = [((), directory)]
-        last = len(pattern) - 1
+        scandir = os.scandir
         try:
-            for level, name in enumerate(pattern):
+            for name in pattern:
+                if name is not None:
+                    # Through _path, so a name a key may not hold is refused
+                    # exactly as children() of that prefix would refuse it.
+                    self._path(f"{prefix}/{name}" if prefix else name)
+                    found = [((*n, name), f"{p}/{name}") for n, p in found]
+                    continue
                 deeper: builtins.list[tuple[tuple[str, ...], str]] = []
+                add = deeper.append
                 for names, path in found:
-                    if name is not None:
-                        # Through _path, so a name a key may not hold is refused
-                        # exactly as children() of that prefix would refuse it.
-                        key = "/".join(p for p in (prefix, *names, name) if p)
-                        sub = self._path(key)
-                        if level < last or os.path.isdir(sub):
-                            deeper.append(((*names, name), sub))
-                        continue
                     try:
-                        with os.scandir(path) as entries:
-                            deeper.extend(
-                                ((*names, e.name), e.path)
-                                for e in entries
-                                if not e.name.startswith(".")
-                                and e.is_dir(follow_symlinks=False)
-                            )
+                        with scandir(path) as entries:
+                            for entry in entries:
+                                child = entry.name
+                                if child[0] != "." and entry.is_dir(
+                                    follow_symlinks=False
+                                ):
+                                    add(((*names, child), f"{path}/{child}"))
                     except (FileNotFoundError, NotADirectoryError):
                         continue
                 found = deeper
-            return sorted(
-                names
-                for names, path in found
-                # A journal thread's directory holds its LEASE: one stat, where
-                # the walk would read the directory.
-                if os.path.isfile(os.path.join(path, LEASE_NAME))
-                or self._holds_objects(path)
-            )
+            return sorted(names for names, path in found if self._is_holder(path))
         except OSError as exc:
             raise StorageError(
                 f"local storage failed listing under {prefix!r}: {exc}"
             ) from exc
+
+    def _is_holder(self, path: str) -> bool:
+        """Whether the directory ``path`` holds an object.
+
+        A journal thread's directory holds its LEASE file: one stat, where the
+        walk of :meth:`_holds_objects` would read every directory below.
+        """
+        try:
+            if S_ISREG(os.stat(f"{path}/{LEASE_NAME}").st_mode):
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return self._holds_objects(path)
 
     def _children(self, prefix: str) -> builtins.list[str]:
         directory, _ = self._dir_of(prefix)

@@ -6,7 +6,12 @@ from typing import TYPE_CHECKING
 
 from journal import codec
 from journal import events as ev
-from journal.errors import CorruptRecordError, EncryptionError, ObjectNotFoundError
+from journal.errors import (
+    CorruptRecordError,
+    EncryptionError,
+    InvalidKeyError,
+    ObjectNotFoundError,
+)
 from journal.keyring import ThreadCipher
 from journal.keys import (
     ANONYMOUS_SEGMENT,
@@ -55,39 +60,60 @@ async def list_threads(
     else:
         user = encode_segment(user_id)
     pattern = (fixed(namespace), fixed(agent_id), user, fixed(session_id), None)
-    for segments in await store.descendants("", pattern):
-        if namespace is None and not _is_segment(segments[0]):
-            continue  # not a namespace (the durable index's tree, say): skip it
-        key = await _key_from_segments(store, segments, keyring)
+    listed = await store.descendants("", pattern)
+    keys, named_inside = _keys_of(listed)
+    for position in named_inside:
+        keys[position] = await _key_from_record(store, listed[position], keyring)
+    # Yielded from a plain list: the per-thread work never suspends the generator.
+    for key in keys:
         if key is not None:
             yield key
 
 
-def _is_segment(name: str) -> bool:
-    try:
-        decode_segment(name)
-    except ValueError:
-        return False
-    return True
+def _keys_of(
+    listed: list[tuple[str, ...]],
+) -> tuple[list[ThreadKey | None], list[int]]:
+    """The keys of the thread paths listed, and where a path hides its ids.
+
+    A path whose segments are not all something this journal writes is no
+    thread of it (None): the durable index's tree beside the namespaces, say. A
+    hashed long-form segment holds no id: its position is returned for
+    :func:`_key_from_record`. Segments repeat from path to path (the namespace,
+    the agent, a user's sessions, the thread ids), so each is decoded once.
+    """
+    ids: dict[str, str | None] = {ANONYMOUS_SEGMENT: None}
+    keys: list[ThreadKey | None] = []
+    named_inside: list[int] = []
+    for position, segments in enumerate(listed):
+        try:
+            ns, agent, user, session, thread = [
+                ids[s] if s in ids else ids.setdefault(s, decode_segment(s))
+                for s in segments
+            ]
+        except ValueError:
+            keys.append(None)  # not something this journal wrote
+            continue
+        if (
+            ns is None
+            or agent is None
+            or session is None
+            or thread is None
+            or (user is None and segments[2] != ANONYMOUS_SEGMENT)
+        ):
+            named_inside.append(position)
+            keys.append(None)
+            continue
+        try:
+            keys.append(checked_key(agent, session, user, thread, ns))
+        except InvalidKeyError:
+            keys.append(None)  # an id no ThreadKey may hold: not ours either
+    return keys, named_inside
 
 
-async def _key_from_segments(
+async def _key_from_record(
     store: ObjectStore, segments: tuple[str, ...], keyring: Keyring | None = None
 ) -> ThreadKey | None:
-    try:
-        ids = [None if s == ANONYMOUS_SEGMENT else decode_segment(s) for s in segments]
-    except ValueError:
-        return None  # not something this journal wrote
-    ns, agent, user, session, thread = ids
-    if (
-        ns is not None
-        and agent is not None
-        and session is not None
-        and thread is not None
-        and (user is not None or segments[2] == ANONYMOUS_SEGMENT)
-    ):
-        return checked_key(agent, session, user, thread, ns)
-    # A hashed long-form segment: the ids are in the thread's first record.
+    """The key of a thread whose path hashes an id: its ``ThreadCreated`` names it."""
     prefix = "/".join(segments)
     try:
         data, _ = await store.read(ThreadLayout(prefix).record_key(1))

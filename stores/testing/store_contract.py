@@ -504,6 +504,9 @@ class StoreContract:
         ]  # fmt: skip
         await _create_all(store, [key_prefix + n for n in names])
         await store.delete(f"{key_prefix}a/s2/t1/LEASE")  # an emptied directory
+        # A directory named like a thread's LEASE file proves nothing once empty.
+        await store.create(f"{key_prefix}a/s4/t1/LEASE/x", b"x")
+        await store.delete(f"{key_prefix}a/s4/t1/LEASE/x")
         assert await store.descendants(key_prefix, [None, None, None]) == [
             ("a", "s1", "t1"),
             ("a", "s1", "t2"),
