@@ -196,8 +196,11 @@ class ThreadKey:
         namespace: str = "default",
         **extra: Any,
     ) -> None:
-        problems = [f"{name}: unexpected field" for name in extra]
         values = (agent_id, session_id, user_id, thread_id, namespace)
+        if not extra and _plain_ids(values):
+            self._set(values)
+            return
+        problems = [f"{name}: unexpected field" for name in extra]
         for name, value in zip(_FIELDS, values, strict=True):
             if value is None and name == "user_id":
                 continue
@@ -396,13 +399,27 @@ def checked_key(
     Raises:
         InvalidKeyError: An id is not valid.
     """
-    for field, value in (
-        ("agent_id", agent_id),
-        ("session_id", session_id),
-        ("thread_id", thread_id),
-        ("namespace", namespace),
-    ):
-        check_id(value, field)
-    if user_id is not None:
-        check_id(user_id, "user_id")
-    return ThreadKey._trusted((agent_id, session_id, user_id, thread_id, namespace))
+    values = (agent_id, session_id, user_id, thread_id, namespace)
+    if _plain_ids(values):
+        return ThreadKey._trusted(values)
+    return ThreadKey(*values)
+
+
+def _plain_ids(values: tuple[object, ...]) -> bool:
+    """Whether the five ids pass :func:`check_id` on its fast path (most do).
+
+    Inline, not a call per id: listing builds a key per thread. False sends the
+    ids through the full checks, which name what is wrong.
+    """
+    for position, value in enumerate(values):
+        if value is None and position == 2:  # the anonymous user
+            continue
+        if (
+            type(value) is not str
+            or not value
+            or len(value) > MAX_ID_LENGTH
+            or not value.isascii()
+            or not value.isprintable()
+        ):
+            return False
+    return True
