@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from journal import codec
@@ -59,8 +60,18 @@ async def list_threads(
         user = None
     else:
         user = encode_segment(user_id)
-    pattern = (fixed(namespace), fixed(agent_id), user, fixed(session_id), None)
-    listed = await store.descendants("", pattern)
+    rest = (fixed(agent_id), user, fixed(session_id), None)
+    if namespace is not None:
+        listed = await store.descendants("", (fixed(namespace), *rest))
+    else:
+        # The top level also holds trees that are no namespace (the durable
+        # turns' index, "~durable"): walked as one, each of its paths would be
+        # checked as a thread. The namespaces are listed first, then walked.
+        names = [n for n in await store.children("") if _is_segment(n)]
+        walks = await asyncio.gather(
+            *(store.descendants("", (n, *rest)) for n in names)
+        )
+        listed = [path for walk in walks for path in walk]
     keys, named_inside = _keys_of(listed)
     for position in named_inside:
         keys[position] = await _key_from_record(store, listed[position], keyring)
@@ -68,6 +79,15 @@ async def list_threads(
     for key in keys:
         if key is not None:
             yield key
+
+
+def _is_segment(name: str) -> bool:
+    """Whether ``name`` is something :func:`encode_segment` writes."""
+    try:
+        decode_segment(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _keys_of(

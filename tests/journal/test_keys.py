@@ -286,10 +286,16 @@ async def test_listing_walks_the_local_tree_in_one_call(tmp_path):
     store = _CountingStore(tmp_path / "root")
     listed = [k async for k in Journal(store).threads()]
     assert sorted(listed, key=repr) == sorted(keys, key=repr)
-    assert store.calls == ["descendants"]
+    # The top level once (to leave out trees that are no namespace), then one
+    # walk per namespace.
+    assert store.calls == ["children", "descendants"]
     store.calls.clear()
     only = [k async for k in Journal(store).threads(user_id="u3")]
     assert only == [keys[3]]
+    assert store.calls == ["children", "descendants"]
+    store.calls.clear()
+    named = [k async for k in Journal(store).threads(namespace="default")]
+    assert sorted(named, key=repr) == sorted(keys, key=repr)
     assert store.calls == ["descendants"]
 
 

@@ -78,3 +78,35 @@ async def test_long_form_threads_keep_their_place_among_the_others(tmp_path):
     await write(root, keys)
     by_path = sorted(keys, key=lambda k: k.segments)
     assert await listed(root) == by_path
+
+
+async def test_listing_every_namespace_does_not_walk_the_durable_index(
+    tmp_path, monkeypatch
+):
+    # The durable turns' index keeps a tree per queued thread under "~durable"
+    # beside the namespaces; walked as if it were one, every path in it was
+    # checked as a thread (a search of its directory for objects).
+    from stores.local import LocalStore
+
+    root = tmp_path / "root"
+    keys = [ThreadKey("agent", f"s{i}", user_id="alice") for i in range(3)]
+    await write(root, keys)
+    store = LocalStore(root)
+    for i in range(20):
+        queued = f"~durable/q/{i:02d}/default/agent/alice/s{i}/main/t{1:012d}.turn"
+        await store.create(queued, b"input")
+    await store.aclose()
+
+    scanned: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path):  # type: ignore[no-untyped-def]
+        scanned.append(os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert await listed(root) == keys
+    under = [p for p in scanned if "~durable" in p]
+    # Listing the top level finds "~durable" holds objects (one branch searched);
+    # none of the twenty queued threads' trees is walked.
+    assert len(under) <= 8, under
