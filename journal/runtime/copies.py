@@ -31,7 +31,14 @@ from projections.agent_state import AgentState, decode_state, encode_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["SharedMessages", "detached", "own_messages", "state_copy"]
+__all__ = [
+    "SharedMessages",
+    "StateSnapshot",
+    "copy_message",
+    "detached",
+    "own_messages",
+    "state_copy",
+]
 
 _msg_encoder = msgspec.msgpack.Encoder()
 _msg_decoder = msgspec.msgpack.Decoder(ev.Msg)
@@ -114,7 +121,7 @@ class SharedMessages(list[ev.Msg]):
         """A plain list of this list's copies of its messages."""
         return list(self)
 
-    def __add__(self, other: list[Any]) -> list[Any]:  # type: ignore[override]
+    def __add__(self, other: list[Any]) -> list[Any]:
         return [*self, *other]
 
     def __radd__(self, other: list[Any]) -> list[Any]:
@@ -127,10 +134,10 @@ class SharedMessages(list[ev.Msg]):
 
     def sort(
         self, *, key: Callable[[ev.Msg], Any] | None = None, reverse: bool = False
-    ) -> None:  # type: ignore[override]
+    ) -> None:
         """Sort in place (a key function sees this list's copies)."""
         self._own_all()
-        list.sort(self, key=key, reverse=reverse)  # type: ignore[arg-type]
+        list.sort(self, key=key, reverse=reverse)  # type: ignore[type-var,arg-type]
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         # Pickled (or deep-copied) as a plain list of its own copies.
@@ -184,12 +191,57 @@ def state_copy(state: AgentState) -> AgentState:
     committed state (a plain list); the messages of a state handed out (whose
     holder may edit them) are copied at once.
     """
-    copy = decode_state(encode_state(state.without_context()))
-    messages = list.copy(state.context)
-    if type(state.context) is not list:
-        messages = [copy_message(m) for m in messages]
-    copy.context = SharedMessages(messages)
+    copy = _bare_copy(state)
+    if type(state.context) is list:
+        copy.context = SharedMessages(state.context)
+    else:
+        copy.context = SharedMessages(
+            [copy_message(m) for m in list.copy(state.context)]
+        )
     return copy
+
+
+def _bare_copy(state: AgentState) -> AgentState:
+    """A deep copy of everything in ``state`` but its context (left empty)."""
+    return decode_state(encode_state(state.without_context()))
+
+
+class StateSnapshot:
+    """The state as of now, made into a :func:`state_copy` only when first read.
+
+    For the state a call leaves on its contexts, which is often never read: taking
+    the snapshot copies what is not the context (it is edited in place as the
+    thread goes on) and remembers the context list and its length. That is enough
+    because committed state never rewrites its context list in place: it appends
+    to it, or replaces the list (see ``AgentStateProjection.apply``), so the
+    list's first ``length`` messages stay as they are.
+
+    Args:
+        state: Committed state (a writer's or a snapshot sink's); any other is
+            copied at once.
+    """
+
+    __slots__ = ("_bare", "_length", "_messages", "_state")
+
+    def __init__(self, state: AgentState) -> None:
+        self._bare = _bare_copy(state)
+        self._messages = state.context
+        self._length = len(state.context)
+        self._state: AgentState | None = None
+        if type(state.context) is not list:
+            # Not committed state after all: its messages may be edited, copy now.
+            self._state = state_copy(state)
+
+    def get(self) -> AgentState:
+        """The state as it was when the snapshot was taken (one object every time)."""
+        state = self._state
+        if state is None:
+            state = self._bare
+            context = SharedMessages(self._messages)
+            del context[self._length :]
+            state.context = context
+            self._state, self._messages = state, []
+        return state
 
 
 def detached(state: AgentState) -> AgentState:
