@@ -122,7 +122,9 @@ class RuntimeContext(BaseModel):
         the change amounts to (the same in journal and snapshot mode), and a change
         that only the log may make (runs, pending calls, identity) turns the tool's
         result into an error. :meth:`update_state` commits at once. On the
-        caller's context it is the state as the run left it.
+        caller's context it is the state as the run left it, a copy of its own.
+        Either copy shares the thread's messages until they are read (each is
+        copied on its first read), so it is cheap on a long thread.
         """
         scope = self._scope
         if scope is not None and scope.open:
