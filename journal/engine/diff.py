@@ -93,7 +93,11 @@ def diff_states(old: AgentState, new: AgentState) -> list[object] | None:
 def _context_events(old: AgentState, new: AgentState) -> list[object] | None:
     before, after = old.context, new.context
     n = len(before)
-    if len(after) >= n and after[:n] == before:
+    # Unchanged, the common case: comparing whole lists slices nothing (equal
+    # message objects are the same objects, so this compares pointers).
+    if len(after) == n and after == before:
+        return []
+    if len(after) > n and after[:n] == before:
         return [ev.MessageAppended(m) for m in after[n:]]
     # Compaction: the new context is the old one with some messages removed.
     kept = {m.id for m in after}

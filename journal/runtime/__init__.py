@@ -36,6 +36,7 @@ The modules, each importing only those listed after it:
 - ``context``, ``task_tools``, ``scope``: the call context, the task operations a
   tool may use, and the run a tool runs inside.
 - ``tasks``, ``model``, ``tools``: the task-context rules, model I/O, tools.
+- ``copies``: copies of a state that share its messages until they are read.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from journal.keys import ThreadKey
 from journal.policy import ConflictPolicy
 from journal.runtime import tasks
 from journal.runtime.context import RuntimeContext, inject_agent_state, scope_of
+from journal.runtime.copies import state_copy
 from journal.runtime.leases import WarmLeases
 from journal.runtime.locks import ThreadLocks
 from journal.runtime.loop import AskPermission, RunLoop
@@ -475,7 +476,7 @@ class Agent:
         key = self.thread_key(user_id, session_id, thread_id)
         inside = self._inside(key)
         if inside is not None:
-            return inside.state.copy()
+            return state_copy(inside.state)
         if self.journal is None:
             return (await self._slots().load(key))[0]
         return await self._load_recovered(key, wait=0.0)
@@ -489,7 +490,7 @@ class Agent:
         # If the lease is live, the run may still be running elsewhere.
         try:
             async with self._writer(key, wait=wait) as writer:
-                return writer.state.copy()
+                return state_copy(writer.state)
         except JournalError as exc:
             logger.debug("%s: not recovering run now: %s", key, exc)
             return state
@@ -513,7 +514,7 @@ class Agent:
         if self.journal is not None:
             async with self._writer(key) as writer:
                 await writer.update(reason, mutation)
-                return writer.state.copy()
+                return state_copy(writer.state)
         async with self._locks.hold(key):
             for attempt in range(3):
                 state, version = await self._slots().load(key)
@@ -548,7 +549,7 @@ class Agent:
                 if writer.version != state.version:
                     raise StaleStateError(str(key), state.version, writer.version)
                 await writer.replace_state(state, reason="save")
-                return writer.state.copy()
+                return state_copy(writer.state)
         async with self._locks.hold(key):
             return await self._slots().save(key, state, state.version)
 
@@ -576,7 +577,7 @@ class Agent:
             async with self._writer(key) as writer:
                 if writer.state.context or writer.state.summary is not None:
                     await writer.clear_context(reason)
-                return writer.state.copy()
+                return state_copy(writer.state)
 
         def clear(state: AgentState) -> None:
             state.context = []
@@ -602,13 +603,13 @@ class Agent:
         inside = self._inside(key)
         if inside is not None:
             events = await _resolved(build(inside.state))
-            return await inside.commit(events) if events else inside.state.copy()
+            return await inside.commit(events) if events else state_copy(inside.state)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 events = await _resolved(build(writer.state))
                 if events:
                     await writer.append(events, expected_version=writer.version)
-                return writer.state.copy()
+                return state_copy(writer.state)
         async with self._locks.hold(key):
             state, version = await self._slots().load(key)
             events = await _resolved(build(state))
@@ -766,13 +767,13 @@ class Agent:
         inside = self._inside(key)
         if inside is not None:
             events = reconcile_events(key, inside.state, blocks, reason)
-            return await inside.commit(events) if events else inside.state.copy()
+            return await inside.commit(events) if events else state_copy(inside.state)
         if self.journal is not None:
             async with self._writer(key) as writer:
                 events = reconcile_events(key, writer.state, blocks, reason)
                 if events:
                     await writer.append(events)
-                return writer.state.copy()
+                return state_copy(writer.state)
         async with self._locks.hold(key):
             state, version = await self._slots().load(key)
             events = reconcile_events(key, state, blocks, reason)

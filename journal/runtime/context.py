@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from journal.keys import MAX_ID_LENGTH
+from journal.runtime.copies import StateSnapshot
 from journal.runtime.scope import RunScope
 from journal.runtime.task_tools import TaskTools
 from projections.agent_state import AgentState
@@ -85,7 +86,8 @@ class RuntimeContext(BaseModel):
 
     _extra: dict[str, Any] = PrivateAttr(default_factory=dict)
     _typed: dict[type[Any], Any] = PrivateAttr(default_factory=dict)
-    _agent_state: AgentState | None = PrivateAttr(default=None)
+    # A snapshot is made a state on first read (a call's result is often unread).
+    _agent_state: AgentState | StateSnapshot | None = PrivateAttr(default=None)
     # Set on the context a run's tools get: the run they are called by.
     _scope: RunScope | None = PrivateAttr(default=None)
 
@@ -120,12 +122,20 @@ class RuntimeContext(BaseModel):
         the change amounts to (the same in journal and snapshot mode), and a change
         that only the log may make (runs, pending calls, identity) turns the tool's
         result into an error. :meth:`update_state` commits at once. On the
-        caller's context it is the state as the run left it.
+        caller's context it is the state as the run left it, a copy of its own.
+        Either copy shares the thread's messages until they are read (each is
+        copied on its first read), so it is cheap on a long thread.
         """
         scope = self._scope
         if scope is not None and scope.open:
             return scope.view()
-        return self._agent_state
+        return self._injected()
+
+    def _injected(self) -> AgentState | None:
+        state = self._agent_state
+        if isinstance(state, StateSnapshot):
+            state = self._agent_state = state.get()
+        return state
 
     @property
     def tasks(self) -> TaskTools:
@@ -225,8 +235,9 @@ class RuntimeContext(BaseModel):
         Call it as ``RuntimeContext.resolve_agent_state(ctx, agent)`` or
         ``ctx.resolve_agent_state(agent)``.
         """
-        if self._agent_state is not None:
-            return self._agent_state
+        injected = self._injected()
+        if injected is not None:
+            return injected
         return await agent.get_agent_state(self)
 
 
@@ -274,11 +285,14 @@ def scope_of(ctx: RuntimeContext) -> RunScope | None:
     return ctx._scope
 
 
-def inject_agent_state(ctx: RuntimeContext, state: AgentState | None) -> None:
+def inject_agent_state(
+    ctx: RuntimeContext, state: AgentState | StateSnapshot | None
+) -> None:
     """Set the call-scoped state that ``ctx.agent_state`` shows.
 
     Args:
         ctx: The context.
-        state: The state of the run in progress (or as it ended); None for none.
+        state: The state of the run in progress (or as it ended), or a snapshot
+            of it made a state when first read; None for none.
     """
     ctx._agent_state = state

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from journal import events as ev
 from journal.runtime.context import derive_context, inject_agent_state
+from journal.runtime.copies import StateSnapshot
 from journal.runtime.model import ToolCall, as_response
 from journal.runtime.request import RequestBuilder, decision_for, refusal_for
 from journal.runtime.scope import RunScope, current_scope
@@ -143,6 +144,12 @@ class RunLoop:
         finally:
             scope.close()
             scope.leave(token)
+            # The run's state lives on in the (kept) writer: the contexts get a
+            # copy of it as the run left it, so that editing ctx.agent_state after
+            # the call cannot reach the thread's state.
+            final = StateSnapshot(sink.state)
+            inject_agent_state(run.context, final)
+            inject_agent_state(ctx, final)
 
     async def _drive(
         self,

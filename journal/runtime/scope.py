@@ -17,6 +17,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from journal.engine.diff import diff_states
+from journal.runtime.copies import detached, own_messages, state_copy
+from projections.agent_state import AgentState
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
     from journal.codec import Record
     from journal.keys import ThreadKey
     from journal.runtime.sinks import Sink
-    from projections.agent_state import AgentState
 
 __all__ = ["RunScope", "current_scope", "enclosing_scope"]
 
@@ -98,10 +99,12 @@ class RunScope:
         """The state a tool sees as ``ctx.agent_state``: a copy it may edit.
 
         Made on first use within a tool call; edits to it are committed when the
-        tool returns (or before the tool's next ``update_state``).
+        tool returns (or before the tool's next ``update_state``). It is a
+        :func:`~journal.runtime.copies.state_copy`: a message is copied only when
+        the tool reads it, so the view costs the same on a thread of any length.
         """
         if self._view is None:
-            self._view = self._sink.state.copy()
+            self._view = state_copy(self._sink.state)
         return self._view
 
     def begin_tool(self) -> None:
@@ -119,15 +122,24 @@ class RunScope:
         if view is None:
             return
         async with self._lock:
-            await self._commit_view(view, reason)
+            await self._commit_state(view, reason)
 
-    async def _commit_view(self, view: AgentState, reason: str) -> None:
+    async def _commit_state(self, new: AgentState, reason: str) -> None:
+        """Commit the change from the run's state to ``new`` (a copy's edits)."""
         current = self._sink.state
+        plain = detached(new)
         # Checked here, so that a refused change commits nothing.
-        diff_states(current, view)
-        new = view.copy()
-        new.version = current.version
-        record = await self._sink.update(reason, lambda _: new, self.run_id)
+        events = diff_states(current, plain)
+        if events is None:
+            # A whole-state record: it keeps the messages it is given, so give it
+            # ones nobody else holds.
+            whole = plain.copy()
+            whole.version = current.version
+            record = await self._sink.update(reason, lambda _: whole, self.run_id)
+        elif events:
+            record = await self._sink.commit(own_messages(events), self.run_id)
+        else:
+            record = None
         if record is not None:
             self._emit(record)
 
@@ -148,38 +160,49 @@ class RunScope:
             RuntimeError: The run is over.
             ValueError: The change touches the thread's identity, runs or pending
                 calls.
+            TypeError: ``mutation`` returned something other than an AgentState.
         """
-        return await self._write(
-            lambda: self._sink.update(reason, mutation, self.run_id),
-            f"{reason} (direct edits first)",
-        )
+
+        async def write() -> None:
+            copy = state_copy(self._sink.state)
+            result = mutation(copy)
+            new = copy if result is None else result
+            if not isinstance(new, AgentState):
+                raise TypeError(
+                    f"mutation returned {type(new).__name__}, not an AgentState"
+                )
+            await self._commit_state(new, reason)
+
+        return await self._write(write, f"{reason} (direct edits first)")
 
     async def commit(self, events: list[object]) -> AgentState:
         """Commit ``events`` inside the run; returns a copy of the state after."""
-        return await self._write(
-            lambda: self._sink.commit(events, self.run_id), "direct edits"
-        )
+
+        async def write() -> None:
+            record = await self._sink.commit(events, self.run_id)
+            if record is not None:
+                self._emit(record)
+
+        return await self._write(write, "direct edits")
 
     async def _write(
-        self, write: Callable[[], Awaitable[Record | None]], view_reason: str
+        self, write: Callable[[], Awaitable[None]], view_reason: str
     ) -> AgentState:
         """Commit the view's direct edits, then ``write``; rebase the view."""
         self._check_open()
         async with self._lock:
             if self._view is not None:
-                await self._commit_view(self._view, view_reason)
-            record = await write()
-            if record is not None:
-                self._emit(record)
+                await self._commit_state(self._view, view_reason)
+            await write()
             self._rebase()
-            return self._sink.state.copy()
+            return state_copy(self._sink.state)
 
     def _rebase(self) -> None:
         # The tool may hold the view object: refresh it in place.
         view = self._view
         if view is None:
             return
-        fresh = self._sink.state.copy()
+        fresh = state_copy(self._sink.state)
         for name in view.__struct_fields__:
             setattr(view, name, getattr(fresh, name))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from journal.runtime import tasks
+from journal.runtime.copies import state_copy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -80,7 +81,7 @@ class TaskTools:
         """Record that an object (a file, a record, ...) is now at ``version``."""
         events = tasks.set_object_version(self._scope.state, object_id, version)
         if not events:
-            return self._scope.state.copy()
+            return state_copy(self._scope.state)
         return await self._scope.commit(events)
 
     async def write_todos(
