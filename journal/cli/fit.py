@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from journal.cli.blocks import Cell, Grid
 
-__all__ = ["LONG_GRID", "fit_grid"]
+__all__ = ["CONTROL", "LONG_GRID", "fit_grid"]
 
 LONG_GRID = 200
 """Grids with more rows than this are laid out by :func:`fit_grid` on a terminal."""
@@ -31,14 +31,15 @@ LONG_GRID = 200
 _MIN_FLEX = 10
 """Narrower than this, the flex column is not worth folding into: rich decides."""
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What a terminal cell must not print (shown as ``?``): rich's layout uses it too."""
 _WORDS = re.compile(r"\S+\s*")
 
 
 def _clean(cell: Cell) -> str:
     # Agent content is untrusted: no escape sequence reaches a terminal.
     text = cell.plain if isinstance(cell, Styled) else cell
-    return _CONTROL.sub("?", text.expandtabs(8))
+    return CONTROL.sub("?", text.expandtabs(8))
 
 
 def _fold(word: str, width: int) -> list[str]:

@@ -8,7 +8,6 @@ without importing rich, which costs a cold command tens of milliseconds.
 from __future__ import annotations
 
 import io
-import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -17,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from journal.cli.blocks import Grid, Styled
-from journal.cli.fit import LONG_GRID, fit_grid
+from journal.cli.fit import CONTROL, LONG_GRID, fit_grid
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["emit_rich"]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 _NATURAL_WIDTH = 1_000_000
 """The console width without a terminal: wide enough that nothing folds."""
@@ -36,7 +34,7 @@ def _text(cell: Cell, *, sanitize: bool) -> Text:
     # Agent content is untrusted: no escape sequence reaches a terminal.
     spans = cell.spans if isinstance(cell, Styled) else ((cell, ""),)
     if sanitize:
-        spans = tuple((_CONTROL.sub("?", text), style) for text, style in spans)
+        spans = tuple((CONTROL.sub("?", text), style) for text, style in spans)
     return Text.assemble(*spans)
 
 
