@@ -144,6 +144,12 @@ class LazyFS:
                 )
             time.sleep(0.02)
 
+    def _state(self) -> str:
+        assert self._proc is not None
+        code = self._proc.poll()
+        mounted = "mounted" if _mounted(self.mount_point) else "not mounted"
+        return f"running, {mounted}" if code is None else f"exited {code}, {mounted}"
+
     def _tail(self) -> str:
         text = ""
         for path in (self.base / "lazyfs.stderr", self.log):
@@ -166,7 +172,8 @@ class LazyFS:
                     raise
                 if time.monotonic() > deadline or self._proc.poll() is not None:
                     raise AssertionError(
-                        f"LazyFS fault fifo unusable: {self._tail()}"
+                        f"LazyFS fault fifo unusable (LazyFS {self._state()}): "
+                        f"{self._tail()}"
                     ) from exc
                 time.sleep(0.02)
         try:
@@ -178,7 +185,9 @@ class LazyFS:
         while b"finished::clear-cache\n" not in received:
             left = deadline - time.monotonic()
             if left <= 0 or self._proc.poll() is not None:
-                raise AssertionError(f"LazyFS did not confirm the cut: {self._tail()}")
+                raise AssertionError(
+                    f"LazyFS did not confirm the cut ({self._state()}): {self._tail()}"
+                )
             ready, _, _ = select.select([self._done_fd], [], [], left)
             if ready:
                 with contextlib.suppress(BlockingIOError):
