@@ -79,10 +79,12 @@ def _map_errors(key: str) -> Iterator[None]:
         yield
     except (ObjectExistsError, ObjectNotFoundError, PreconditionFailedError):
         raise
-    except FileExistsError:
-        raise ObjectExistsError(key) from None
-    except (FileNotFoundError, NotADirectoryError):
-        raise ObjectNotFoundError(key) from None
+    # The file system's error stays the cause: which call failed on which path
+    # is what tells a vanished object from a write that lost its directory.
+    except FileExistsError as exc:
+        raise ObjectExistsError(key) from exc
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise ObjectNotFoundError(key) from exc
     except OSError as exc:
         raise StorageError(
             f"local storage failed on {key!r}: {exc}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING
 
 import pytest
@@ -30,6 +31,12 @@ def lazyfs(tmp_path: Path) -> Iterator[LazyFS]:
         yield fs
     finally:
         fs.unmount()
+        if fs.revivals:
+            warnings.warn(
+                f"LazyFS crashed and was started again {len(fs.revivals)} time(s), "
+                f"each crash counted as a power cut: {fs.revivals}",
+                stacklevel=1,
+            )
 
 
 @pytest.fixture
