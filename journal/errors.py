@@ -370,6 +370,8 @@ class TaskError(JournalError, ValueError):
         if requirement is not None:
             where += f", requirement {requirement!r}"
         super().__init__(f"{where}: {detail}")
+
+
 class EncryptionError(JournalError):
     """Encrypted data cannot be read, or data cannot be encrypted.
 

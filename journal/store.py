@@ -250,6 +250,14 @@ class ObjectStore(abc.ABC):
 
         return list(await asyncio.gather(*(one(k) for k in keys)))
 
+    async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
+        """Whether each of ``keys`` exists.
+
+        The default reads them (``read_many``); a backend that can tell without
+        reading overrides it (the local store stats the files).
+        """
+        return [data is not None for data in await self.read_many(keys)]
+
     async def list_and_read(
         self, prefix: str, *, start_after: str | None = None, limit: int
     ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -67,6 +68,10 @@ def _bad_part(part: str) -> bool:
     # A leading "." is reserved for the store's own temporary and lock files: such a
     # key would be hidden from ``list`` or collide with one of them.
     return not part or part[0] == "." or "\\" in part or "\x00" in part
+
+
+# Where a part of a key is empty or starts with ".", or a backslash or NUL.
+_BAD_KEY = re.compile(r"(?:^|/)(?:[./]|$)|[\\\x00]")
 
 
 def _etag(data: bytes) -> str:
@@ -156,6 +161,7 @@ class LocalStore(ObjectStore):
         if not lock_timeout > 0:
             raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
         self.root = _checked_root(root)
+        self._root = str(self.root)
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self.segments = segments
@@ -174,11 +180,11 @@ class LocalStore(ObjectStore):
     # --- helpers (run in a worker thread) -------------------------------------
 
     def _path(self, key: str) -> str:
-        # An empty key, or one starting with "/", has an empty part.
-        parts = key.split("/")
-        if any(map(_bad_part, parts)):
+        # One search for what _bad_part refuses in any part (an empty key, or one
+        # starting with "/", has an empty part): a listing checks a thousand keys.
+        if _BAD_KEY.search(key) is not None:
             raise ValueError(f"invalid object key {key!r}")
-        return os.path.join(self.root, *parts)
+        return f"{self._root}/{key}"
 
     def _sync_dir(self, path: str) -> None:
         if self.fsync:
@@ -678,6 +684,34 @@ class LocalStore(ObjectStore):
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:
         return await run_blocking(self._read_many, keys)
+
+    async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
+        return await run_blocking(self._exist_many, keys)
+
+    def _exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
+        # A plain file is one stat; an object kept in a segment is looked up there.
+        out: list[bool] = []
+        framed: list[int] = []
+        for i, key in enumerate(keys):
+            path = self._path(key)
+            if segment_of(os.path.basename(path)) is not None:
+                framed.append(i)
+                out.append(False)
+                continue
+            try:
+                out.append(S_ISREG(os.stat(path).st_mode))
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(False)
+            except OSError as exc:
+                raise StorageError(
+                    f"local storage failed on {key!r}: {exc}",
+                    transient=exc.errno in _TRANSIENT,
+                ) from exc
+        if framed:
+            found = self._read_many([keys[i] for i in framed])
+            for i, data in zip(framed, found, strict=True):
+                out[i] = data is not None
+        return out
 
     async def list(
         self, prefix: str, *, start_after: str | None = None

@@ -92,6 +92,10 @@ class MemoryStore(ObjectStore):
                 for k in keys
             ]
 
+    async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
+        with self._lock:
+            return [k in self._objects for k in keys]
+
     async def list(
         self, prefix: str, *, start_after: str | None = None
     ) -> builtins.list[str]:

@@ -31,6 +31,7 @@ from journal.cli.options import (
     HistoryOptions,
     ImportExportOptions,
     ImportOptions,
+    IndexOptions,
     LogOptions,
     LsOptions,
     ReconcileOptions,
@@ -317,6 +318,14 @@ async def run_command(journal: Journal, options: Options, out: TextIO) -> Report
             from journal.cli.commands.ls import list_threads
 
             return await list_threads(journal, options, progress)
+        case IndexOptions():
+            from journal.cli.commands.root import check_root
+            from journal.cli.reports import IndexReport
+
+            # Writes to the root: refuse one that is no journal, as readers do.
+            await check_root(journal, options.root)
+            added = await journal.index_threads()
+            return IndexReport(len([k async for k in journal.threads()]), added)
         case LogOptions():
             from journal.cli.commands.log import show_log
 

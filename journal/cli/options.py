@@ -20,6 +20,7 @@ __all__ = [
     "HistoryOptions",
     "ImportExportOptions",
     "ImportOptions",
+    "IndexOptions",
     "LogOptions",
     "LsOptions",
     "Options",
@@ -107,6 +108,12 @@ class LsOptions(msgspec.Struct, frozen=True, kw_only=True):
     root: str
     filter: ThreadFilter = msgspec.field(default_factory=ThreadFilter)
     attention: bool = False
+
+
+class IndexOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """``index``: register every thread under ``root`` in the store's thread index."""
+
+    root: str
 
 
 class SealOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -259,6 +266,7 @@ class DemoOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 Options = (
     LsOptions
+    | IndexOptions
     | LogOptions
     | StateOptions
     | DiffOptions

@@ -22,6 +22,7 @@ from journal.cli.options import (
     HistoryOptions,
     ImportExportOptions,
     ImportOptions,
+    IndexOptions,
     LogOptions,
     LsOptions,
     Options,
@@ -289,6 +290,12 @@ def build_parser() -> JournalParser:
         action="store_true",
         help="stop after the crash (step 4): leave the interrupted run and its "
         "uncertain tool call to investigate (docs/CLI.md)",
+    )
+
+    p = command(
+        "index",
+        "register every thread in the store's thread index, so that listing reads "
+        "one prefix: for a store from before the index, or threads copied in by hand",
     )
 
     p = command(
@@ -607,6 +614,8 @@ def options_from_args(
                 pace=pace,
                 incident=args.incident,
             )
+        case "index":
+            return IndexOptions(root=root)
         case "ls":
             return LsOptions(
                 root=root, filter=thread_filter(args), attention=args.attention

@@ -16,6 +16,7 @@ from journal.cli.reports import (
     HistoryReport,
     ImportExportReport,
     ImportReport,
+    IndexReport,
     LogReport,
     LsReport,
     ReconcileReport,
@@ -111,6 +112,7 @@ _Documented = (
     | DiffReport
     | VerifyThreadsReport
     | CheckpointReport
+    | IndexReport
     | RecoverReport
     | ImportReport
     | RunsReport
@@ -216,6 +218,8 @@ def _document(report: _Documented) -> dict[str, Any]:
             }
         case CheckpointReport():
             return {"thread": thread_json(report.key), "version": report.version}
+        case IndexReport():
+            return {"threads": report.threads, "added": report.added}
         case SealReport():
             return {
                 "thread": thread_json(report.key),

@@ -36,6 +36,7 @@ from journal.cli.reports import (
     HistoryReport,
     ImportExportReport,
     ImportReport,
+    IndexReport,
     LeaseView,
     LogReport,
     LsReport,
@@ -268,6 +269,12 @@ def report_blocks(report: Report) -> list[Block]:
         case CheckpointReport():
             label = thread_label(report.key)
             return [f"{label}: checkpoint written at version {report.version}"]
+        case IndexReport():
+            threads = "thread" if report.threads == 1 else "threads"
+            return [
+                f"thread index complete: {report.threads} {threads}, "
+                f"{report.added} added by this run"
+            ]
         case RecoverReport():
             return _recover(report)
         case ImportReport():

@@ -30,6 +30,7 @@ __all__ = [
     "HistoryReport",
     "ImportExportReport",
     "ImportReport",
+    "IndexReport",
     "LeaseView",
     "LogReport",
     "LsReport",
@@ -244,6 +245,13 @@ class CheckpointReport(msgspec.Struct, frozen=True):
     version: int
 
 
+class IndexReport(msgspec.Struct, frozen=True):
+    """``index``: how many threads the index lists, and how many this run added."""
+
+    threads: int
+    added: int
+
+
 class ExportReport(msgspec.Struct, frozen=True):
     """``export``: how many records went out, and to which file (None: a stream)."""
 
@@ -360,6 +368,7 @@ Report = (
     | VerifyThreadsReport
     | SealReport
     | CheckpointReport
+    | IndexReport
     | ExportReport
     | RecoverReport
     | ImportReport

@@ -18,11 +18,12 @@ from journal.checkpoint import CheckpointPolicy, ChunkEncoder
 from journal.compression import compressor
 from journal.crypto import Encryption, KeyProvider, require_crypto
 from journal.engine.checkpoints import Snapshot, store_checkpoint
-from journal.engine.listing import list_threads
+from journal.engine.listing import list_threads, walk_threads
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.sealing import latest_seal, write_seal
 from journal.engine.settings import JournalSettings
+from journal.engine.thread_index import ThreadIndex
 from journal.engine.verify import VerifyReport, verify_thread
 from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
@@ -115,6 +116,7 @@ class Journal:
             self.keyring,
             encryption is not None,
             self.signer,
+            ThreadIndex(store),
         )
 
     @classmethod
@@ -510,8 +512,30 @@ class Journal:
         Lists directories level by level (never the whole store).
         """
         return list_threads(
-            self.store, namespace, agent_id, user_id, session_id, self.keyring
+            self.store,
+            namespace,
+            agent_id,
+            user_id,
+            session_id,
+            self.keyring,
+            self.settings.index,
         )
+
+    async def index_threads(self) -> int:
+        """Register every thread of the store in its index, then mark it complete.
+
+        A store created by this version lists its threads from the index (one
+        listing of ``~threads/``) from the start. One whose threads were created
+        before the index existed, or copied in by hand, lists by walking its
+        directories until this has run once. Writers may run meanwhile: a thread
+        created while this walks registers itself.
+
+        Returns:
+            How many entries this call created.
+        """
+        index = self.settings.index
+        assert index is not None  # noqa: S101 - every Journal has one
+        return await index.build(await walk_threads(self.store))
 
     # --- verify ---
 

@@ -37,7 +37,7 @@ from journal.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from journal.store import ObjectStore
 
@@ -291,6 +291,7 @@ async def acquire_lease(
     ttl: float,
     wait: float,
     clock: Callable[[], float] = time.time,
+    before_create: Callable[[], Awaitable[None]] | None = None,
 ) -> LeaseState:
     """Take the lease at the next epoch, or raise ``LeaseHeldError``.
 
@@ -305,6 +306,8 @@ async def acquire_lease(
         ttl: Lease duration in seconds.
         wait: How long to wait for another holder's lease to expire.
         clock: Wall clock (seconds).
+        before_create: Awaited before ``LEASE`` is created (a thread's first
+            object): the thread index's entry is written then.
 
     Raises:
         LeaseHeldError: Another holder's lease is live and did not expire in ``wait``.
@@ -337,6 +340,8 @@ async def acquire_lease(
             continue
         epoch = (current.epoch if current is not None else 0) + 1
         record = LeaseRecord(holder, epoch, now + ttl, now, ttl)
+        if current is None and before_create is not None:
+            await before_create()
         try:
             new_etag = await write_lease(
                 store, key, record, etag if current is not None else None

@@ -10,16 +10,16 @@ from journal import events as ev
 from journal.errors import (
     CorruptRecordError,
     EncryptionError,
-    InvalidKeyError,
     ObjectNotFoundError,
 )
 from journal.keyring import ThreadCipher
 from journal.keys import (
     ANONYMOUS_SEGMENT,
     ThreadKey,
-    checked_key,
+    check_id,
     decode_segment,
     encode_segment,
+    key_of_checked_ids,
 )
 from journal.layout import ThreadLayout
 
@@ -27,10 +27,11 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import EllipsisType
 
+    from journal.engine.thread_index import ThreadIndex
     from journal.keyring import Keyring
     from journal.store import ObjectStore
 
-__all__ = ["list_threads"]
+__all__ = ["list_threads", "walk_threads"]
 
 
 async def list_threads(
@@ -40,14 +41,17 @@ async def list_threads(
     user_id: str | EllipsisType | None = ...,
     session_id: str | None = None,
     keyring: Keyring | None = None,
+    index: ThreadIndex | None = None,
 ) -> AsyncIterator[ThreadKey]:
     """Yield the keys of the threads stored, filtered by the given ids.
 
-    ``user_id=None`` selects the anonymous user; leave it out for every user. Walks
-    only the directory levels the filters leave open (never the whole store), in
-    one call where the store can (the local store). A thread whose ids are too
-    long for its path is named by its first record: ``keyring`` decrypts it when it
-    is encrypted (without a usable key such a thread is not listed).
+    ``user_id=None`` selects the anonymous user; leave it out for every user. Reads
+    the store's thread index when it is complete (see
+    :mod:`journal.engine.thread_index`); otherwise walks only the directory levels the
+    filters leave open (never the whole store), in one call where the store can
+    (the local store). A thread whose ids are too long for its path is named by its
+    first record: ``keyring`` decrypts it when it is encrypted (without a usable
+    key such a thread is not listed).
     """
 
     def fixed(value: str | None) -> str | None:
@@ -61,17 +65,11 @@ async def list_threads(
     else:
         user = encode_segment(user_id)
     rest = (fixed(agent_id), user, fixed(session_id), None)
-    if namespace is not None:
-        listed = await store.descendants("", (fixed(namespace), *rest))
-    else:
-        # The top level also holds trees that are no namespace (the durable
-        # turns' index, "~durable"): walked as one, each of its paths would be
-        # checked as a thread. The namespaces are listed first, then walked.
-        names = [n for n in await store.children("") if _is_segment(n)]
-        walks = await asyncio.gather(
-            *(store.descendants("", (n, *rest)) for n in names)
-        )
-        listed = [path for walk in walks for path in walk]
+    listed = None
+    if index is not None:
+        listed = await index.threads((fixed(namespace), *rest))
+    if listed is None:
+        listed = await walk_threads(store, fixed(namespace), rest)
     keys, named_inside = _keys_of(listed)
     for position in named_inside:
         keys[position] = await _key_from_record(store, listed[position], keyring)
@@ -79,6 +77,26 @@ async def list_threads(
     for key in keys:
         if key is not None:
             yield key
+
+
+async def walk_threads(
+    store: ObjectStore,
+    namespace: str | None = None,
+    rest: tuple[str | None, ...] = (None, None, None, None),
+) -> list[tuple[str, ...]]:
+    """The thread paths found by walking the directories the filters leave open.
+
+    Each path is its segments (namespace, agent, user, session, thread); a level
+    is fixed where ``namespace`` or ``rest`` name an encoded segment.
+    """
+    if namespace is not None:
+        return await store.descendants("", (namespace, *rest))
+    # The top level also holds trees that are no namespace (the durable turns'
+    # index "~durable", the thread index "~threads"): walked as one, each of their paths
+    # would be checked as a thread. The namespaces are listed first, then walked.
+    names = [n for n in await store.children("") if _is_segment(n)]
+    walks = await asyncio.gather(*(store.descendants("", (n, *rest)) for n in names))
+    return [path for walk in walks for path in walk]
 
 
 def _is_segment(name: str) -> bool:
@@ -101,17 +119,23 @@ def _keys_of(
     :func:`_key_from_record`. Segments repeat from path to path (the namespace,
     the agent, a user's sessions, the thread ids), so each is decoded once.
     """
+    # Each segment decoded and its id checked once; ValueError: no key holds it.
     ids: dict[str, str | None] = {ANONYMOUS_SEGMENT: None}
+
+    def decoded(segment: str) -> str | None:
+        value = decode_segment(segment)
+        ids[segment] = None if value is None else check_id(value, "id")
+        return value
+
     keys: list[ThreadKey | None] = []
     named_inside: list[int] = []
     for position, segments in enumerate(listed):
         try:
             ns, agent, user, session, thread = [
-                ids[s] if s in ids else ids.setdefault(s, decode_segment(s))
-                for s in segments
+                ids[s] if s in ids else decoded(s) for s in segments
             ]
         except ValueError:
-            keys.append(None)  # not something this journal wrote
+            keys.append(None)  # not something this journal wrote, or no key's id
             continue
         if (
             ns is None
@@ -123,10 +147,7 @@ def _keys_of(
             named_inside.append(position)
             keys.append(None)
             continue
-        try:
-            keys.append(checked_key(agent, session, user, thread, ns))
-        except InvalidKeyError:
-            keys.append(None)  # an id no ThreadKey may hold: not ours either
+        keys.append(key_of_checked_ids((agent, session, user, thread, ns)))
     return keys, named_inside
 
 

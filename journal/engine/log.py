@@ -48,6 +48,7 @@ from journal.layout import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
+    from journal.engine.thread_index import ThreadIndex
     from journal.keyring import Keyring, OwnerKeys
     from journal.keys import ThreadKey
     from journal.seals import Signer
@@ -158,6 +159,8 @@ class ThreadLog:
         self.seal_dir = f"{layout.prefix}/seals/"
         self.signer: Signer | None = None
         """Signs a seal at every checkpoint this log stores (set by its journal)."""
+        self.index: ThreadIndex | None = None
+        """The store's thread index, which a new thread joins before its LEASE."""
         self.log_dir = layout.log_dir
         self.checkpoint_dir = layout.checkpoint_dir
         self.blob_dir = layout.blob_dir
@@ -719,6 +722,13 @@ class ThreadLog:
         Raises:
             LeaseHeldError: Another holder's lease is live past ``wait``.
         """
+        index = self.index
+        prefix = self.prefix
+
+        async def register() -> None:
+            if index is not None:
+                await index.register(prefix)
+
         return await acquire_lease(
             self.store,
             self.lease_key,
@@ -727,4 +737,5 @@ class ThreadLog:
             ttl=ttl,
             wait=wait,
             clock=clock,
+            before_create=register,
         )

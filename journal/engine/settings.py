@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from journal.checkpoint import CheckpointPolicy
+    from journal.engine.thread_index import ThreadIndex
     from journal.keyring import Keyring
     from journal.seals import Signer
     from journal.store import ObjectStore
@@ -32,6 +33,8 @@ class JournalSettings:
         keyring: The data keys (encrypted objects are read through it), or None.
         encrypt: Whether writers encrypt what they store.
         signer: Signs a seal at every checkpoint, or None.
+        index: The store's thread index, which writers register new threads
+            in (None: they do not).
     """
 
     store: ObjectStore
@@ -42,6 +45,7 @@ class JournalSettings:
     keyring: Keyring | None = None
     encrypt: bool = False
     signer: Signer | None = None
+    index: ThreadIndex | None = None
 
     def log(self, key: ThreadKey) -> ThreadLog:
         """The :class:`ThreadLog` of ``key`` on this store.
@@ -55,4 +59,5 @@ class JournalSettings:
             self.store, key, self.compress, self.keyring, encrypt=self.encrypt
         )
         log.signer = self.signer
+        log.index = self.index
         return log

@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import re
+import shutil
 import sys
 from typing import TYPE_CHECKING
 
@@ -405,6 +406,29 @@ def test_checkpoint(root, capsys):
 
 
 # --- recover -----------------------------------------------------------------------
+
+
+def test_index_registers_threads_the_index_lacks(root, capsys):
+    # As a store written before the thread index: no entries, no marker.
+    shutil.rmtree(root / "~threads")
+    listed_before = run(capsys, "--root", str(root), "ls", "--json")[1]
+    code, out, _ = run(capsys, "--root", str(root), "index")
+    assert code == 0
+    count = len(json.loads(listed_before)["threads"])
+    assert count > 0
+    assert out == f"thread index complete: {count} threads, {count} added by this run\n"
+    assert (root / "~threads" / "COMPLETE").is_file()
+    code, out, _ = run(capsys, "--root", str(root), "index", "--json")
+    assert code == 0
+    assert json.loads(out) == {"threads": count, "added": 0}
+    assert run(capsys, "--root", str(root), "ls", "--json")[1] == listed_before
+
+
+def test_index_refuses_a_root_that_is_no_journal(tmp_path, capsys):
+    code, _, err = run(capsys, "--root", str(tmp_path / "missing"), "index")
+    assert code == 2
+    assert "does not exist" in err
+    assert not (tmp_path / "missing").exists()
 
 
 def test_recover_interrupts_the_unfinished_run_and_lists_uncertain_calls(root, capsys):

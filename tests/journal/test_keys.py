@@ -283,6 +283,8 @@ async def test_listing_walks_the_local_tree_in_one_call(tmp_path):
     keys = [ThreadKey("agent", f"s{i}", user_id=f"u{i}") for i in range(12)]
     keys.append(ThreadKey("agent", "s0", user_id=None, thread_id="side"))
     await write_each(Journal.open(tmp_path / "root"), keys)
+    # Without the index's marker (a store from before it), listing walks.
+    (tmp_path / "root" / "~threads" / "COMPLETE").unlink()
     store = _CountingStore(tmp_path / "root")
     listed = [k async for k in Journal(store).threads()]
     assert sorted(listed, key=repr) == sorted(keys, key=repr)

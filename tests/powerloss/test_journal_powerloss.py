@@ -198,6 +198,11 @@ async def _check_round(
         last_ack = acks[-1][0] if acks else 0
         assert head >= last_ack, f"{where}: head {head} < acknowledged {last_ack}"
         assert head >= ledger.head, f"{where}: head {head} < earlier head {ledger.head}"
+        if head > 0:
+            # Its entry in the thread index was synced before its LEASE.
+            listed = [k async for k in j.threads()]
+            assert key in listed, f"{where}: a thread with records is not listed"
+            assert (root / "~threads" / "COMPLETE").is_file(), where
         if ready is not None:
             ledger.know(ready[0], "", where)
         for version, batch in acks:

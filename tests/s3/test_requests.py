@@ -11,7 +11,9 @@ operation sends more (or other) requests than it should:
                                                                  + 1 GET per chunk
                                                                  + 1 LIST (StartAfter)
                                                                  + 1 GET per tail record
-    threads()                                                    delimiter LISTs only
+    threads()                                                    1 LIST of the index
+                                                                 + 1 GET per LEASE
+    threads() of a store without a complete index              delimiter LISTs only
 
 The threads are built straight against moto; only the measured operation goes
 through the proxy, on a journal (and store) that has sent nothing yet.
@@ -232,6 +234,8 @@ async def test_threads_lists_with_delimiters_only(setup: Setup) -> None:
     for key in made:
         async with j.writer(key):
             pass
+    # Without the index's marker (a store from before it), listing walks.
+    assert await j.store.delete("~threads/COMPLETE")
     # A key outside the journal's prefix is never listed.
     async with Journal.open(
         f"s3://{setup.bucket}/elsewhere", **journal_options(setup.endpoint)
@@ -241,7 +245,9 @@ async def test_threads_lists_with_delimiters_only(setup: Setup) -> None:
     m = setup.measured()
     found = [k async for k in m.threads()]
     assert sorted(map(str, found)) == sorted(map(str, made))
-    lists = setup.proxy.seen
+    # The index's listing finds no marker first, then the walk.
+    index, *lists = setup.proxy.seen
+    assert query(index)["prefix"] == "journal/~threads/"
     assert all(s.method == "GET" for s in lists)
     assert all(query(s)["delimiter"] == "/" for s in lists)
     assert all(query(s)["prefix"].startswith("journal/") for s in lists)
@@ -257,6 +263,40 @@ async def test_threads_lists_with_delimiters_only(setup: Setup) -> None:
     assert sorted(map(str, found)) == sorted(
         str(k) for k in made if k.agent_id == "a1" and k.user_id is None
     )
-    assert all(query(s)["delimiter"] == "/" for s in setup.proxy.seen)
+    index, *lists = setup.proxy.seen
+    assert query(index)["prefix"] == "journal/~threads/"
+    assert all(query(s)["delimiter"] == "/" for s in lists)
     # Namespaces, the anonymous user's sessions, a thread level per session.
-    assert len(setup.proxy.seen) == 1 + 1 + 2
+    assert len(lists) == 1 + 1 + 2
+
+
+async def test_threads_lists_the_thread_index(setup: Setup) -> None:
+    """threads() on a store with a index: one listing of it, then each LEASE."""
+    made = [
+        new_key(agent_id=a, user_id=u, thread_id=t)
+        for a in ("a1", "a2")
+        for u in ("alice", None)
+        for t in ("main", "side")
+    ]
+    j = setup.direct(checkpoint_every=0)
+    for key in made:
+        async with j.writer(key):
+            pass
+    m = setup.measured()
+    found = [k async for k in m.threads()]
+    assert sorted(map(str, found)) == sorted(map(str, made))
+    lists = [s for s in setup.proxy.seen if "list-type" in query(s)]
+    assert len(lists) == 1
+    assert query(lists[0])["prefix"] == "journal/~threads/"
+    assert "delimiter" not in query(lists[0])
+    gets = sorted(s.path for s in setup.proxy.seen if s not in lists)
+    assert gets == sorted(setup.path(k, "LEASE") for k in made)
+    assert all(s.method == "GET" for s in setup.proxy.seen)
+
+    # Filters are applied to the entries: only the matching LEASEs are read.
+    setup.proxy.clear()
+    found = [k async for k in m.threads(agent_id="a1", user_id=None)]
+    wanted = [k for k in made if k.agent_id == "a1" and k.user_id is None]
+    assert sorted(map(str, found)) == sorted(map(str, wanted))
+    leases = [s.path for s in setup.proxy.seen if s.path.endswith("/LEASE")]
+    assert sorted(leases) == sorted(setup.path(k, "LEASE") for k in wanted)
