@@ -363,6 +363,22 @@ class StoreContract:
         assert await store.read_many([]) == []
         assert await store.read_many([missing], concurrency=1) == [None]
 
+    async def test_exist_many(self, store: ObjectStore, key_prefix: str) -> None:
+        """``exist_many`` says which keys exist, in order: records, blobs and files.
+
+        A deleted object no longer exists, and a "directory" is no object.
+        """
+        record = f"{key_prefix}t/log/{1:020d}.rec"
+        blob = f"{key_prefix}t/blobs/{'ab' * 32}"
+        plain = f"{key_prefix}t/LEASE"
+        gone = f"{key_prefix}t/log/{2:020d}.rec"
+        for key in (record, blob, plain, gone):
+            await store.create(key, b"x")
+        assert await store.delete(gone)
+        keys = [plain, f"{key_prefix}t", record, gone, blob, f"{key_prefix}nope"]
+        assert await store.exist_many(keys) == [True, False, True, False, True, False]
+        assert await store.exist_many([]) == []
+
     async def test_list_and_read(self, store: ObjectStore, key_prefix: str) -> None:
         """``list_and_read`` gives what ``list`` and ``read_many`` of it would.
 
