@@ -25,9 +25,9 @@ __all__ = [
     "MAX_ID_LENGTH",
     "ThreadKey",
     "check_id",
-    "checked_key",
     "decode_segment",
     "encode_segment",
+    "is_segment",
     "key_of_checked_ids",
 ]
 
@@ -115,6 +115,15 @@ def decode_segment(segment: str) -> str | None:
         else:
             raise ValueError(f"not an encoded id segment: {segment!r}")
     return raw.decode("utf-8")
+
+
+def is_segment(name: str) -> bool:
+    """Whether ``name`` is something :func:`encode_segment` writes."""
+    try:
+        decode_segment(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_id(value: object, field: str) -> str:
@@ -387,28 +396,6 @@ class ThreadKey:
             f"thread {self.namespace}/{self.agent_id}/{user}/"
             f"{self.session_id}/{self.thread_id}"
         )
-
-
-def checked_key(
-    agent_id: str,
-    session_id: str,
-    user_id: str | None,
-    thread_id: str,
-    namespace: str,
-) -> ThreadKey:
-    """A :class:`ThreadKey` of ids read back from storage, checked like the constructor.
-
-    The same checks as ``ThreadKey(...)`` (:func:`check_id` on every id) without
-    the validation machinery around them: listing builds one key per thread, and
-    for a thousand threads that machinery cost more than the walk of the disk.
-
-    Raises:
-        InvalidKeyError: An id is not valid.
-    """
-    values = (agent_id, session_id, user_id, thread_id, namespace)
-    if _plain_ids(values):
-        return ThreadKey._trusted(values)
-    return ThreadKey(*values)
 
 
 def key_of_checked_ids(values: tuple[str, str, str | None, str, str]) -> ThreadKey:

@@ -699,14 +699,10 @@ class LocalStore(ObjectStore):
                 out.append(False)
                 continue
             try:
-                out.append(S_ISREG(os.stat(path).st_mode))
-            except (FileNotFoundError, NotADirectoryError):
+                with _map_errors(key):
+                    out.append(S_ISREG(os.stat(path).st_mode))
+            except ObjectNotFoundError:
                 out.append(False)
-            except OSError as exc:
-                raise StorageError(
-                    f"local storage failed on {key!r}: {exc}",
-                    transient=exc.errno in _TRANSIENT,
-                ) from exc
         if framed:
             found = self._read_many([keys[i] for i in framed])
             for i, data in zip(framed, found, strict=True):

@@ -19,6 +19,7 @@ from journal.keys import (
     check_id,
     decode_segment,
     encode_segment,
+    is_segment,
     key_of_checked_ids,
 )
 from journal.layout import ThreadLayout
@@ -94,18 +95,9 @@ async def walk_threads(
     # The top level also holds trees that are no namespace (the durable turns'
     # index "~durable", the thread index "~threads"): walked as one, each of their paths
     # would be checked as a thread. The namespaces are listed first, then walked.
-    names = [n for n in await store.children("") if _is_segment(n)]
+    names = [n for n in await store.children("") if is_segment(n)]
     walks = await asyncio.gather(*(store.descendants("", (n, *rest)) for n in names))
     return [path for walk in walks for path in walk]
-
-
-def _is_segment(name: str) -> bool:
-    """Whether ``name`` is something :func:`encode_segment` writes."""
-    try:
-        decode_segment(name)
-    except ValueError:
-        return False
-    return True
 
 
 def _keys_of(

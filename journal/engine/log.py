@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -722,13 +723,11 @@ class ThreadLog:
         Raises:
             LeaseHeldError: Another holder's lease is live past ``wait``.
         """
-        index = self.index
-        prefix = self.prefix
-
-        async def register() -> None:
-            if index is not None:
-                await index.register(prefix)
-
+        register = (
+            None
+            if self.index is None
+            else functools.partial(self.index.register, self.prefix)
+        )
         return await acquire_lease(
             self.store,
             self.lease_key,

@@ -33,7 +33,7 @@ import re
 from typing import TYPE_CHECKING
 
 from journal.errors import ObjectExistsError
-from journal.keys import decode_segment
+from journal.keys import is_segment
 from journal.layout import LEASE_NAME
 
 if TYPE_CHECKING:
@@ -163,13 +163,8 @@ class ThreadIndex:
         return kept
 
     async def _holds_threads(self) -> bool:
-        for name in await self.store.children(""):
-            try:
-                decode_segment(name)
-            except ValueError:
-                continue  # "~threads", "~durable": no namespace
-            return True
-        return False
+        # "~threads" and "~durable" are no namespace.
+        return any(map(is_segment, await self.store.children("")))
 
     async def _exists(self, key: str) -> bool:
         return (await self.store.exist_many([key]))[0]
