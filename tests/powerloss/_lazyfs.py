@@ -177,11 +177,7 @@ class LazyFS:
                 f"LazyFS crashed {len(self.revivals)} times in one test: "
                 f"{self.revivals}"
             )
-        subprocess.run(
-            ["fusermount3", "-uz", str(self.mount_point)],
-            check=False,
-            capture_output=True,
-        )
+        self._detach()
         deadline = time.monotonic() + TIMEOUT
         while _mounted(self.mount_point):
             if time.monotonic() > deadline:
@@ -190,6 +186,14 @@ class LazyFS:
         if self._stderr is not None:
             self._stderr.close()
         self._start()
+
+    def _detach(self) -> None:
+        # LazyFS is dead but the kernel still lists its mount: detach it lazily.
+        subprocess.run(
+            ["fusermount3", "-uz", str(self.mount_point)],
+            check=False,
+            capture_output=True,
+        )
 
     def _state(self) -> str:
         assert self._proc is not None
@@ -217,7 +221,7 @@ class LazyFS:
                 # ENXIO: LazyFS has not opened its end yet.
                 if exc.errno not in (errno.ENXIO, errno.ENOENT):
                     raise
-                if time.monotonic() > deadline or self._proc.poll() is not None:
+                if time.monotonic() > deadline or self.crashed():
                     raise AssertionError(
                         f"LazyFS fault fifo unusable (LazyFS {self._state()}): "
                         f"{self._tail()}"
@@ -231,7 +235,7 @@ class LazyFS:
         received = b""
         while b"finished::clear-cache\n" not in received:
             left = deadline - time.monotonic()
-            if left <= 0 or self._proc.poll() is not None:
+            if left <= 0 or self.crashed():
                 raise AssertionError(
                     f"LazyFS did not confirm the cut ({self._state()}): {self._tail()}"
                 )
@@ -288,12 +292,7 @@ class LazyFS:
                     proc.kill()
                     proc.wait()
             if _mounted(self.mount_point):
-                # LazyFS is dead but the kernel still lists it: detach lazily.
-                subprocess.run(
-                    ["fusermount3", "-uz", str(self.mount_point)],
-                    check=False,
-                    capture_output=True,
-                )
+                self._detach()
         if self._done_fd is not None:
             os.close(self._done_fd)
             self._done_fd = None
