@@ -12,6 +12,7 @@ import time
 import uuid
 
 from journal.errors import StorageError
+from stores._nowait import WouldBlock, active
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -41,8 +42,16 @@ def flock_within(
         StorageError: The lock was still held at the deadline (``transient``: the
             holder may let go); the message names the file and the holder's pid
             when ``/proc/locks`` shows it.
+        WouldBlock: In no-wait mode (``stores._nowait``), the lock is held: it is
+            tried once, never waited for.
     """
     op = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    if active():
+        try:
+            fcntl.flock(fd, op)
+        except BlockingIOError:
+            raise WouldBlock(f"{path} is locked") from None
+        return
     deadline = time.monotonic() + timeout
     delay = _FIRST_POLL
     while True:

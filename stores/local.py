@@ -26,7 +26,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from journal.errors import (
     ObjectExistsError,
@@ -44,6 +44,7 @@ from stores._files import (
     rename_into_place,
     write_temp,
 )
+from stores._nowait import WouldBlock, attempt, read_whole
 from stores._offload import run_blocking
 from stores.segments import (
     QUARANTINE_PREFIX,
@@ -56,10 +57,11 @@ from stores.segments import (
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["LocalStore"]
 
+_T = TypeVar("_T")
 _TMP_PREFIX = ".tmp-"
 _TRANSIENT = {errno.EAGAIN, errno.EBUSY, errno.EINTR, errno.ETIMEDOUT}
 
@@ -144,6 +146,12 @@ class LocalStore(ObjectStore):
             an append) then fails the operation with a transient ``StorageError``
             naming the file and the holder's pid, instead of blocking it forever.
             The lock cannot be taken over: see :mod:`stores.segments` for why.
+        inline_reads: Whether a read is first tried on the event loop, served
+            there only if its bytes are all in the page cache and its locks are
+            free (:mod:`stores._nowait`), and otherwise in a worker thread like
+            every other call (the default: a cached read then costs no thread
+            hop). Turn it off on a file system whose metadata calls can be
+            slow (a network mount): they are not guarded.
 
     Raises:
         ValueError: ``lock_timeout`` is not positive, or the root cannot hold a
@@ -157,6 +165,7 @@ class LocalStore(ObjectStore):
         fsync: bool = True,
         segments: bool = True,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        inline_reads: bool = True,
     ) -> None:
         if not lock_timeout > 0:
             raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
@@ -166,6 +175,7 @@ class LocalStore(ObjectStore):
         self.url = f"file://{self.root}"
         self.segments = segments
         self.lock_timeout = lock_timeout
+        self.inline_reads = inline_reads
         self._dirs: set[str] = set()
         self._segs = SegmentSet(fsync, lock_timeout)
         # Directory keys already validated, with their paths: a commit's key only
@@ -404,11 +414,8 @@ class LocalStore(ObjectStore):
                     out[i] = data
                     continue
                 try:
-                    with (
-                        _map_errors(keys[i]),
-                        open(os.path.join(directory, name), "rb") as fh,
-                    ):
-                        out[i] = fh.read()
+                    with _map_errors(keys[i]):
+                        out[i] = read_whole(os.path.join(directory, name))
                 except ObjectNotFoundError:
                     pass
         return out
@@ -637,6 +644,17 @@ class LocalStore(ObjectStore):
             self._sync_dir(os.path.dirname(path))
         return True
 
+    async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run the read ``fn(*args)`` here if it cannot block, else in a worker."""
+        if self.inline_reads:
+            try:
+                with attempt():
+                    return fn(*args)
+            except WouldBlock as exc:
+                if exc.unsupported:
+                    self.inline_reads = False  # this file system cannot say
+        return await run_blocking(fn, *args)
+
     # --- the protocol ----------------------------------------------------------
 
     async def aclose(self) -> None:
@@ -678,15 +696,15 @@ class LocalStore(ObjectStore):
         await run_blocking(self._flush, keys)
 
     async def read(self, key: str) -> tuple[bytes, str]:
-        return await run_blocking(self._read, key)
+        return await self._reading(self._read, key)
 
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:
-        return await run_blocking(self._read_many, keys)
+        return await self._reading(self._read_many, keys)
 
     async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
-        return await run_blocking(self._exist_many, keys)
+        return await self._reading(self._exist_many, keys)
 
     def _exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         # A plain file is one stat; an object kept in a segment is looked up there.
@@ -712,12 +730,12 @@ class LocalStore(ObjectStore):
     async def list(
         self, prefix: str, *, start_after: str | None = None
     ) -> builtins.list[str]:
-        return await run_blocking(self._list, prefix, start_after, False)
+        return await self._reading(self._list, prefix, start_after, False)
 
     async def list_and_read(
         self, prefix: str, *, start_after: str | None = None, limit: int
     ) -> tuple[builtins.list[str], builtins.list[bytes | None]]:
-        return await run_blocking(self._list_and_read, prefix, start_after, limit)
+        return await self._reading(self._list_and_read, prefix, start_after, limit)
 
     def _list_and_read(
         self, prefix: str, start_after: str | None, limit: int
@@ -780,9 +798,9 @@ class LocalStore(ObjectStore):
         return await run_blocking(self._delete, key)
 
     async def children(self, prefix: str) -> builtins.list[str]:
-        return await run_blocking(self._children, prefix)
+        return await self._reading(self._children, prefix)
 
     async def descendants(
         self, prefix: str, pattern: Sequence[str | None]
     ) -> builtins.list[tuple[str, ...]]:
-        return await run_blocking(self._descendants, prefix, pattern)
+        return await self._reading(self._descendants, prefix, pattern)

@@ -110,6 +110,7 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from stores._files import DEFAULT_LOCK_TIMEOUT, flock_within, fsync_dir, write_temp
+from stores._nowait import held, pread, pread_buffer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -151,6 +152,7 @@ MIN_RESERVE = 4 * 1024
 RESERVE_SHARE = 16
 """Below :data:`RESERVE`, a reserve is the segment's frames divided by this."""
 _ZERO_WORD = bytes(4)
+_Buffer = bytes | bytearray  # a scan's window: bytearray when read without waiting
 _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
@@ -281,10 +283,16 @@ class _Segment:
             return
         fresh = index.end == 0
         at_reserve = False
-        base, buf, pos = index.end, b"", 0  # buf holds the file from offset base
+        buf: _Buffer = b""  # the file from offset base
+        base, pos = index.end, 0
         window, whole = _WINDOW, False  # whole: buf runs to the end of the file
         valid_end = base
         while base + pos < size:
+            if buf:
+                pos, last = _plain_frames(buf, pos, base, index.live)
+                if last >= 0:
+                    valid_end = base + pos
+                    window = _SMALL_WINDOW if last > _SMALL_WINDOW else _WINDOW
             parsed = _parse(buf, pos, size - base)
             if parsed == _NEED or (parsed is None and not whole):
                 # Read on from this frame: a window for its header, or the whole
@@ -293,7 +301,7 @@ class _Segment:
                 grown = pos == 0 and bool(buf)
                 base, pos = base + pos, 0
                 whole = parsed is None or grown or size - base <= window
-                buf = os.pread(fd, size - base if whole else window, base)
+                buf = pread_buffer(fd, size - base if whole else window, base)
                 continue
             if parsed == _SHORT or parsed is None:
                 if parsed is None and self._word(fd, buf, base, pos, size) == (
@@ -336,7 +344,7 @@ class _Segment:
                 if data_at + length > len(buf):
                     base, pos, buf = base + pos, 0, b""  # re-read it whole
                     continue
-                index.file_id = buf[data_at : data_at + length]
+                index.file_id = bytes(buf[data_at : data_at + length])
             pos = end
             valid_end = base + pos
             window = _SMALL_WINDOW if length > _SMALL_WINDOW else _WINDOW
@@ -362,7 +370,7 @@ class _Segment:
         extent = _nonzero_extent(fd, start, size)
         if extent < _HEAD.size + 4:
             return None
-        cut = inspect_cut(os.pread(fd, extent, start))
+        cut = inspect_cut(pread(fd, extent, start))
         if cut.torn or cut.name is None or cut.data is None:
             return None
         data_at = start + _HEAD.size + len(cut.name.encode()) + 4
@@ -372,14 +380,16 @@ class _Segment:
         return cut.name, data_at, len(cut.data), end
 
     @staticmethod
-    def _word(fd: int, buf: bytes, base: int, pos: int, size: int) -> bytes:
+    def _word(fd: int, buf: _Buffer, base: int, pos: int, size: int) -> _Buffer:
         """The 4 bytes at file offset ``base + pos`` (fewer at the end of the file)."""
         if pos + 4 <= len(buf):
             return buf[pos : pos + 4]
-        return os.pread(fd, min(4, size - base - pos), base + pos)
+        return pread(fd, min(4, size - base - pos), base + pos)
 
     @staticmethod
-    def _torn_into_reserve(fd: int, buf: bytes, base: int, pos: int, end: int) -> bool:
+    def _torn_into_reserve(
+        fd: int, buf: _Buffer, base: int, pos: int, end: int
+    ) -> bool:
         """Whether the frame at ``pos``, followed by the reserve, is a torn write.
 
         A frame written into the reserve whose bytes did not all reach the disk
@@ -389,7 +399,7 @@ class _Segment:
         was never acknowledged. A checksum failure without zeros is damage to an
         acknowledged frame, kept and reported like any other.
         """
-        raw = buf[pos:end] if end <= len(buf) else os.pread(fd, end - pos, base + pos)
+        raw = buf[pos:end] if end <= len(buf) else pread(fd, end - pos, base + pos)
         data = memoryview(raw)[: len(raw) - 4]
         head_len = _HEAD.size + int.from_bytes(raw[5:7], "big") + 4
         (crc,) = _CRC.unpack_from(raw, len(raw) - 4)
@@ -431,13 +441,13 @@ class _Segment:
         if st.st_ino != index.ino or st.st_size < index.end:
             index = self.index = _Index(ino=st.st_ino)
         elif index.file_id is not None:
-            head = os.pread(fd, _ID_FRAME_SIZE, 0)
+            head = pread(fd, _ID_FRAME_SIZE, 0)
             if head[_ID_FRAME_SIZE - 4 - 16 : _ID_FRAME_SIZE - 4] != index.file_id:
                 index = self.index = _Index(ino=st.st_ino)
         if (
             index.end
             and st.st_size == index.size
-            and (st.st_size == index.end or os.pread(fd, 4, index.end) == _ZERO_WORD)
+            and (st.st_size == index.end or pread(fd, 4, index.end) == _ZERO_WORD)
         ):
             return  # nothing was written since the last scan
         if not shared:
@@ -588,7 +598,7 @@ class _Segment:
         synced first (whatever the store's ``fsync``: this is rare, and the bytes
         may be the only copy of an acknowledged record).
         """
-        data = os.pread(fd, length, offset)
+        data = pread(fd, length, offset)
         if not any(data) or inspect_cut(data).torn:
             return  # zeros, or a write provably never acknowledged: nothing to keep
         directory, segment = os.path.split(self.path)
@@ -607,7 +617,7 @@ class _Segment:
         Yields None if the segment does not exist. New frames are indexed under the
         shared lock (see :meth:`refresh`).
         """
-        with self.lock:
+        with held(self.lock):
             try:
                 fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
@@ -625,7 +635,7 @@ class _Segment:
             found = None if fd is None else self.index.live.get(name)
             if fd is None or found is None:
                 return None
-            return os.pread(fd, found[1], found[0])
+            return pread(fd, found[1], found[0])
 
     def names(self) -> list[str]:
         """The live names (refreshed)."""
@@ -633,8 +643,53 @@ class _Segment:
             return [] if fd is None else list(self.index.live)
 
 
+def _plain_frames(
+    buf: _Buffer, pos: int, base: int, live: dict[str, tuple[int, int]]
+) -> tuple[int, int]:
+    """Index the run of ordinary frames at ``pos``: the scan's fast path.
+
+    An ordinary frame is a put or a tombstone whose header checks out, lying
+    wholly in ``buf`` with the next frame's first word after it, which is not
+    zeros. Such a frame is indexed as :meth:`_Segment._scan` would index it, with
+    none of the questions a tear or damage raises; the run stops short of the
+    first frame that is anything else, for the scan's general path to judge.
+    Indexing a segment of small records then takes about two thirds of the time
+    (``_parse`` is general: windows, short and torn frames).
+
+    Returns:
+        Where the run stopped, and the data length of its last frame (-1 when it
+        indexed none).
+    """
+    unpack, crc_at, crc32 = _HEAD.unpack_from, _CRC.unpack_from, zlib.crc32
+    view = memoryview(buf)
+    size = len(buf)
+    last = -1
+    while size - pos >= _HEAD.size:
+        magic, kind, name_len, data_len = unpack(buf, pos)
+        head_end = pos + _HEAD.size + name_len
+        end = head_end + 8 + data_len
+        if (
+            magic != _MAGIC
+            or end + 4 > size
+            or (kind != _PUT and kind != _TOMBSTONE)
+            or crc32(view[pos:head_end]) != crc_at(buf, head_end)[0]
+            or buf[end : end + 4] == _ZERO_WORD
+        ):
+            break
+        try:
+            name = buf[pos + _HEAD.size : head_end].decode("utf-8")
+        except UnicodeDecodeError:
+            break
+        if kind == _PUT:
+            live[name] = (base + head_end + 4, data_len)
+        else:
+            live.pop(name, None)
+        pos, last = end, data_len
+    return pos, last
+
+
 def _parse(
-    buf: bytes, pos: int, available: int | None = None
+    buf: _Buffer, pos: int, available: int | None = None
 ) -> tuple[int, str, int, int, int] | str | None:
     """Parse the frame at ``pos``.
 
@@ -871,19 +926,19 @@ def _nonzero_extent(fd: int, start: int, size: int) -> int:
     A file that ends in fewer than 4 zero bytes has no reserve: its zeros are part of
     what was written (a torn header's length field, say).
     """
-    if size - start < 4 or os.pread(fd, 4, size - 4) != _ZERO_WORD:
+    if size - start < 4 or pread(fd, 4, size - 4) != _ZERO_WORD:
         return size - start
     end = size
     while end > start:
         lo = max(start, end - _WINDOW)
-        chunk = os.pread(fd, end - lo, lo).rstrip(b"\0")
+        chunk = pread(fd, end - lo, lo).rstrip(b"\0")
         if chunk:
             return lo + len(chunk) - start
         end = lo
     return 0
 
 
-def _resync(buf: bytes, pos: int) -> int | None:
+def _resync(buf: _Buffer, pos: int) -> int | None:
     while True:
         pos = buf.find(_MAGIC, pos)
         if pos < 0:
@@ -1067,7 +1122,7 @@ class SegmentSet:
                 found = None if fd is None else segment.index.live.get(name)
                 if fd is None or found is None:
                     raise ObjectNotFoundError(key)
-                current = os.pread(fd, found[1], found[0])
+                current = pread(fd, found[1], found[0])
                 if _etag(current) != if_match:
                     raise PreconditionFailedError(key)
             assert fd is not None  # noqa: S101
@@ -1107,13 +1162,13 @@ class SegmentSet:
                     and stop - start
                     <= 2 * sum(length for _, (_, length) in spans) + _WINDOW
                 ):
-                    buf = os.pread(fd, stop - start, start)
+                    buf = pread(fd, stop - start, start)
                     if len(buf) == stop - start:
                         for i, (at, length) in spans:
                             out[i] = buf[at - start : at - start + length]
                         continue
                 for i, (at, length) in spans:
-                    out[i] = os.pread(fd, length, at)
+                    out[i] = pread(fd, length, at)
         return out
 
     def delete(self, directory: str, name: str) -> bool:
@@ -1174,7 +1229,7 @@ class SegmentSet:
             return False
         try:
             size = os.fstat(fd).st_size
-            head = os.pread(fd, 64 * 1024, 0)
+            head = pread(fd, 64 * 1024, 0)
         finally:
             os.close(fd)
         pos = 0
@@ -1210,7 +1265,7 @@ class SegmentSet:
             with contextlib.suppress(FileNotFoundError):
                 fd = os.open(path, os.O_RDONLY)
                 try:
-                    cut = inspect_cut(os.pread(fd, index.torn, index.end))
+                    cut = inspect_cut(pread(fd, index.torn, index.end))
                 finally:
                     os.close(fd)
         return SegmentTail(index.end, index.torn, cut, dict(index.repaired))

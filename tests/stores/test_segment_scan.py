@@ -109,6 +109,42 @@ def _index_of(path: Path) -> sg._Index:
 def test_windowed_scan_equals_a_whole_file_parse(
     tmp_path, frames, reserve, damage, where, split
 ):
+    _check_scan(tmp_path, frames, reserve, damage, where, split)
+
+
+# Runs of many small frames: what the scan's fast path (``_plain_frames``) takes,
+# with damage anywhere among them for it to stop at.
+_small_frames = st.lists(
+    st.tuples(
+        st.sampled_from([sg._PUT, sg._PUT, sg._PUT, sg._TOMBSTONE]),
+        st.integers(0, 30),
+        st.sampled_from([1, 24]),
+        st.integers(0, 700),
+    ),
+    min_size=1,
+    max_size=150,
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    frames=_small_frames,
+    reserve=st.sampled_from([0, 9, 4096]),
+    damage=st.sampled_from(["none", "truncate", "flip", "tear", "head", "head"]),
+    where=st.floats(0, 1),
+    split=st.floats(0, 1),
+)
+def test_scan_of_many_small_frames_equals_a_whole_file_parse(
+    tmp_path, frames, reserve, damage, where, split
+):
+    _check_scan(tmp_path, frames, reserve, damage, where, split)
+
+
+def _check_scan(tmp_path, frames, reserve, damage, where, split):
     path = tmp_path / f"seg-{os.urandom(4).hex()}"
     parts = [sg.frame(sg._FILE_ID, "", _ID)]
     for kind, which, name_len, size in frames:
@@ -128,6 +164,13 @@ def test_windowed_scan_equals_a_whole_file_parse(
         buf = buf[: int(len(buf) * where)]
     elif damage == "flip" and buf:
         at = int((len(buf) - 1) * where)
+        buf = buf[:at] + bytes([buf[at] ^ 0x5A]) + buf[at + 1 :]
+    elif damage == "head":
+        # One byte of one frame's header (magic, kind, lengths, name, checksum).
+        k = 1 + int((len(parts) - 2) * where)
+        start = sum(map(len, parts[:k]))
+        head_len = sg._HEAD.size + int.from_bytes(parts[k][5:7], "big") + 4
+        at = start + int(where * 7919) % head_len
         buf = buf[:at] + bytes([buf[at] ^ 0x5A]) + buf[at + 1 :]
     # Indexed in two steps: the first part, then the rest appended.
     cut = int(len(buf) * split)
