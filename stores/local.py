@@ -708,19 +708,44 @@ class LocalStore(ObjectStore):
 
     def _exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         # A plain file is one stat; an object kept in a segment is looked up there.
+        # Thread listing asks for a thousand LEASEs at once: the names repeat (so
+        # each is classified once), the stats are relative to the root (a shorter
+        # path walk), and only a failure pays for mapping errors.
         out: list[bool] = []
         framed: list[int] = []
-        for i, key in enumerate(keys):
-            path = self._path(key)
-            if segment_of(os.path.basename(path)) is not None:
-                framed.append(i)
-                out.append(False)
-                continue
-            try:
-                with _map_errors(key):
-                    out.append(S_ISREG(os.stat(path).st_mode))
-            except ObjectNotFoundError:
-                out.append(False)
+        in_segment: dict[str, bool] = {}
+        stat = os.stat
+        try:
+            root_fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:  # nothing was stored yet
+            for key in keys:
+                self._path(key)
+            return [False] * len(keys)
+        except OSError:
+            with _map_errors(keys[0] if keys else ""):
+                raise
+        try:
+            for i, key in enumerate(keys):
+                self._path(key)  # refuses a bad key
+                name = key[key.rfind("/") + 1 :]
+                framed_name = in_segment.get(name)
+                if framed_name is None:
+                    framed_name = in_segment[name] = segment_of(name) is not None
+                if framed_name:
+                    framed.append(i)
+                    out.append(False)
+                    continue
+                try:
+                    mode = stat(key, dir_fd=root_fd).st_mode
+                except (FileNotFoundError, NotADirectoryError):
+                    out.append(False)
+                    continue
+                except OSError:
+                    with _map_errors(key):
+                        raise
+                out.append(S_ISREG(mode))
+        finally:
+            os.close(root_fd)
         if framed:
             found = self._read_many([keys[i] for i in framed])
             for i, data in zip(framed, found, strict=True):
