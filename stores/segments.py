@@ -1162,10 +1162,10 @@ class SegmentSet:
                     and stop - start
                     <= 2 * sum(length for _, (_, length) in spans) + _WINDOW
                 ):
-                    buf = pread(fd, stop - start, start)
+                    buf = memoryview(pread_buffer(fd, stop - start, start))
                     if len(buf) == stop - start:
                         for i, (at, length) in spans:
-                            out[i] = buf[at - start : at - start + length]
+                            out[i] = bytes(buf[at - start : at - start + length])
                         continue
                 for i, (at, length) in spans:
                     out[i] = pread(fd, length, at)
