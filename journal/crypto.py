@@ -21,7 +21,6 @@ import base64
 import binascii
 import functools
 import hashlib
-import json
 import os
 import struct
 from dataclasses import dataclass
@@ -298,6 +297,8 @@ class KeyFile(StaticKeys):
 
     @staticmethod
     def _read(path: Path) -> tuple[list[bytes], bytes]:
+        import json  # key files only: the module stays out of a cold start
+
         try:
             doc = json.loads(path.read_text("utf-8"))
             entries = doc["keys"]
@@ -319,6 +320,8 @@ class KeyFile(StaticKeys):
 
     @staticmethod
     def _write(path: Path, keys: list[bytes], current: bytes) -> None:
+        import json
+
         doc = {
             "current": kek_id(current),
             "keys": {kek_id(k): base64.b64encode(k).decode() for k in keys},

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -84,9 +83,11 @@ class Terminal:
     def __init__(self, out: TextIO) -> None:
         isatty = getattr(out, "isatty", None)
         self.tty = bool(callable(isatty) and isatty())
-        self.width: int | None = (
-            shutil.get_terminal_size().columns if self.tty else None
-        )
+        self.width: int | None = None
+        if self.tty:
+            import shutil  # with the archive modules it loads: terminals only
+
+            self.width = shutil.get_terminal_size().columns
         self.color = (
             self.tty
             and not os.environ.get(NO_COLOR_ENV)
@@ -283,7 +284,17 @@ def _print(
         from journal.cli.render_json import render_json
 
         document = render_json(report)
-    if document is not None:
+    binary = getattr(out, "buffer", None)
+    if document is not None and binary is not None:
+        # Straight to the byte stream: a thread's state can be megabytes of
+        # JSON, which decoding to text only for the text layer to encode
+        # again would copy twice.
+        out.flush()
+        binary.write(document)
+        binary.write(b"\n")
+        binary.flush()
+        text = ""
+    elif document is not None:
         text = document.decode("utf-8") + "\n"
     else:
         text = (terminal or Terminal(out)).render(report)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,8 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     env = os.environ.get(STORAGE_OPTIONS_ENV, "").strip()
     if env:
+        import json  # only a command given options pays for the module
+
         try:
             loaded = json.loads(env)
         except json.JSONDecodeError as exc:
@@ -65,6 +66,8 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
             raise usage_error(f"--option needs KEY=VALUE or KEY:=JSON, not {pair!r}")
         value: Any = raw
         if name.endswith(":"):
+            import json
+
             name = name[:-1]
             try:
                 value = json.loads(raw)

@@ -34,7 +34,7 @@ from journal.cli.options import (
     ThreadFilter,
     VerifyOptions,
 )
-from journal.web.command import DEFAULT_HOST, DEFAULT_PORT
+from journal.web.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from journal.cli.errors import CommandError, usage_error
+from journal.web.defaults import DEFAULT_HOST, DEFAULT_PORT
 from journal.web.security import TOKEN_PARAM, AccessPolicy, is_loopback, new_token
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ __all__ = [
     "serve_ui",
 ]
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 MISSING_EXTRA = (
     "the web UI needs the optional extra 'ui': pip install 'agent-journal[ui]'"
 )

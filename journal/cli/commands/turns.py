@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from journal.cli.describe import thread_label
@@ -154,7 +153,7 @@ async def run_turns(journal: Journal, args: argparse.Namespace, out: TextIO) -> 
             "id": request,
         }
         if getattr(args, "json", False):
-            out.write(json.dumps(doc) + "\n")
+            out.write(_json_line(doc))
         else:
             out.write(
                 f"{op} of {target} on {thread_label(key)} requested ({request})\n"
@@ -167,7 +166,7 @@ async def run_turns(journal: Journal, args: argparse.Namespace, out: TextIO) -> 
         views = await client.turns(key)
         rows.extend(_row(v) for v in views if not wanted or v.status.value in wanted)
     if getattr(args, "json", False):
-        out.write(json.dumps({"turns": rows}) + "\n")
+        out.write(_json_line({"turns": rows}))
         return 0
     if not rows:
         out.write("no turns\n")
@@ -180,3 +179,9 @@ async def run_turns(journal: Journal, args: argparse.Namespace, out: TextIO) -> 
             f"rev {r['revision']}{error}\n"
         )
     return 0
+
+
+def _json_line(doc: object) -> str:
+    import json  # the only user of the module in a command's cold start
+
+    return json.dumps(doc) + "\n"
