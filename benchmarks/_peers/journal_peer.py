@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,15 +32,28 @@ KEY = ThreadKey("bench", "peers", "bench")
 PRELOAD = ("stores.registry", "stores.local")  # imported by Journal.open on first use
 
 
+def message_id(turn: int, k: int) -> str:
+    """The id of a turn's ``k``-th message: a uuid4-sized hex, the same every run.
+
+    Chunk boundaries (and so when a checkpoint is taken) follow from message
+    ids; random ids would move them from run to run, and with them every
+    checkpoint-sensitive number.
+    """
+    seed = f"bench-{turn}-{k}".encode()
+    return hashlib.blake2b(seed, digest_size=16).hexdigest()
+
+
 def messages(t: Turn) -> list[Msg]:
+    ids = [message_id(t.i, k) for k in range(4)]
     return [
-        Msg("user", t.user),
+        Msg("user", t.user, id=ids[0]),
         Msg(
             "assistant",
             [TextBlock(t.preamble), ToolUseBlock(t.call_id, t.tool, t.args)],
+            id=ids[1],
         ),
-        Msg("tool", [ToolResultBlock(t.call_id, t.result)]),
-        Msg("assistant", t.answer),
+        Msg("tool", [ToolResultBlock(t.call_id, t.result)], id=ids[2]),
+        Msg("assistant", t.answer, id=ids[3]),
     ]
 
 

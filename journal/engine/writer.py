@@ -443,9 +443,14 @@ class ThreadWriter:
         )
 
     async def close(self) -> None:
-        """Finish a pending checkpoint, stop renewing and release the lease.
+        """Take a due checkpoint, stop renewing and release the lease.
 
-        The epoch is kept, so the next writer fences at ``epoch + 1``.
+        A checkpoint due by the record count alone (``checkpoint_every`` records
+        since the last one) is taken now, without waiting for the chunk boundary
+        an open writer waits for: a closed thread's next reader would otherwise
+        replay those records on every load until a writer came back. A
+        checkpoint already running is finished. The epoch is kept, so the next
+        writer fences at ``epoch + 1``.
         """
         if self._closed:
             return
@@ -454,6 +459,10 @@ class ThreadWriter:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
+        if self._fenced is None and self.settings.policy.due(
+            self.version, self._last_checkpoint
+        ):
+            self._schedule_checkpoint()
         if self._checkpointer is not None:
             # Derived data: however the background checkpoint ended (failed, or
             # its task cancelled), closing goes on; its done callback logged it.

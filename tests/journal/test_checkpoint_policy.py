@@ -107,3 +107,43 @@ async def test_background_checkpoints_progress_on_a_store_that_never_waits():
             await w.append([MessageAppended(Msg("user", f"m{i}", id=f"m-{i}"))])
         during = await ThreadLog(j.store, key).checkpoint_versions()
     assert len(during) >= 10, during
+
+
+async def test_closing_takes_the_checkpoint_the_boundary_wait_put_off(tmp_path):
+    """A writer closing with the interval's worth of records since its last
+    checkpoint takes one, boundary or not: the thread's next reader loads from
+    it instead of replaying them. Fewer records than that: none."""
+    j = Journal.open(str(tmp_path), fsync=False, checkpoint_every=10)
+    open_ids = _ids(False, 60)  # no message is a boundary: the wait never ends
+    busy, quiet = ThreadKey("agent", "busy", "main"), ThreadKey("agent", "quiet", "m")
+    async with j.writer(busy) as w:
+        for i in range(15):
+            await w.append([MessageAppended(Msg("user", f"m{i}", id=open_ids[i]))])
+            # The context ends in an open run: no checkpoint while writing.
+            assert await ThreadLog(j.store, busy).checkpoint_versions() == []
+        head = w.version
+    assert await ThreadLog(j.store, busy).checkpoint_versions() == [head]
+    async with j.writer(quiet) as w:
+        for i in range(5):
+            await w.append([MessageAppended(Msg("user", f"q{i}", id=open_ids[20 + i]))])
+    assert await ThreadLog(j.store, quiet).checkpoint_versions() == []
+    loaded = await Journal.open(j.store.url).load(busy)
+    assert [m.text for m in loaded.context] == [f"m{i}" for i in range(15)]
+    assert loaded.version == head
+
+
+async def test_a_fenced_writer_closes_without_a_checkpoint(tmp_path):
+    j = Journal.open(str(tmp_path), fsync=False, checkpoint_every=5)
+    key = ThreadKey("agent", "fenced", "main")
+    open_ids = _ids(False, 10)
+    w = await j.acquire(key, holder="old", defer_fence=True)
+    for i in range(8):
+        await w.append([MessageAppended(Msg("user", f"m{i}", id=open_ids[i]))])
+    # An idle lease is taken over at once, which fences its holder.
+    assert await w.set_idle(True)
+    other = await j.acquire(key, holder="new", defer_fence=True)
+    assert not await w.set_idle(False)
+    assert w.fenced
+    await w.close()
+    assert await ThreadLog(j.store, key).checkpoint_versions() == []
+    await other.close()
