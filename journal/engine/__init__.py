@@ -18,8 +18,23 @@ Imports point down this list (``facade`` imports the rest; nothing imports
 
 from __future__ import annotations
 
-from journal.engine.facade import Journal
-from journal.engine.verify import Finding, VerifyReport
-from journal.engine.writer import ThreadWriter, WriterOptions
+import typing as _typing
+
+from journal.lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:
+    from journal.engine.facade import Journal
+    from journal.engine.verify import Finding, VerifyReport
+    from journal.engine.writer import ThreadWriter, WriterOptions
 
 __all__ = ["Finding", "Journal", "ThreadWriter", "VerifyReport", "WriterOptions"]
+
+# Lazy (PEP 562): opening a journal to read or write does not load the verifier.
+_EXPORTS: dict[str, str] = {
+    "Finding": "journal.engine.verify",
+    "Journal": "journal.engine.facade",
+    "ThreadWriter": "journal.engine.writer",
+    "VerifyReport": "journal.engine.verify",
+    "WriterOptions": "journal.engine.writer",
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, __all__, globals())

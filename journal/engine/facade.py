@@ -21,10 +21,8 @@ from journal.engine.checkpoints import Snapshot, store_checkpoint
 from journal.engine.listing import list_threads, walk_threads
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
-from journal.engine.sealing import latest_seal, write_seal
 from journal.engine.settings import JournalSettings
 from journal.engine.thread_index import ThreadIndex
-from journal.engine.verify import VerifyReport, verify_thread
 from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
 from journal.keyring import Keyring, owner_of
@@ -43,6 +41,7 @@ if TYPE_CHECKING:
     )
 
     from journal.engine.log import RetentionMarker, ThreadLog
+    from journal.engine.verify import VerifyReport
     from journal.keys import ThreadKey
     from journal.seals import Seal
     from journal.store import ObjectStore
@@ -425,6 +424,8 @@ class Journal:
         if head == 0:
             raise ValueError(f"{log.label} has no records to seal")
         parsed = await log.read_parsed(head)
+        from journal.engine.sealing import write_seal
+
         return await write_seal(log, self.signer, head, parsed.hash, self.clock)
 
     async def latest_seal(
@@ -435,6 +436,8 @@ class Journal:
         Print it (``journal.seals.encode_seal``) and keep it elsewhere: passed back
         to :meth:`verify` as ``anchor``, it catches a truncation to before it.
         """
+        from journal.engine.sealing import latest_seal
+
         return await latest_seal(self._log(key), trusted)
 
     # --- reading ---
@@ -561,6 +564,10 @@ class Journal:
                 history must extend the last seal it signed.
             anchor: A seal kept elsewhere that the history must extend too.
         """
+        # Imported here, as sealing is: a process that only reads or writes
+        # never loads the verifier (a cold command starts a few ms sooner).
+        from journal.engine.verify import verify_thread
+
         return await verify_thread(
             self._log(key), self.clock, trust=trust, anchor=anchor
         )

@@ -184,3 +184,38 @@ def test_the_lazy_cli_packages_still_export_every_name():
 
     assert callable(import_export)
     assert callable(import_slot)
+
+
+@pytest.mark.parametrize("argv", [["state", *THREAD], ["--json", "state", *THREAD]])
+def test_showing_a_state_loads_no_web_ui_code(argv, journal_root, tmp_path):
+    """The parser names the ``ui`` command's default address; the web UI's address
+    and token checks stay out of every other command."""
+    full = ["--root", str(journal_root), *argv]
+    loaded = _loaded_by(
+        "import contextlib, io\n"
+        "from journal.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({full!r}) == 0\n",
+        tmp_path,
+    )
+    assert "journal.engine.replay" in loaded  # the state was loaded
+    assert not {m for m in loaded if m.startswith("journal.web.")} - {
+        "journal.web.defaults"
+    }
+
+
+def test_loading_a_thread_loads_no_verifier(journal_root, tmp_path):
+    """A library user who opens a journal and loads a thread does not pay for the
+    verifier (``Journal.verify`` imports it on first use)."""
+    loaded = _loaded_by(
+        "import asyncio\n"
+        "from journal import Journal, ThreadKey\n"
+        f"journal = Journal.open({str(journal_root)!r})\n"
+        "async def main():\n"
+        "    async for key in journal.threads():\n"
+        "        await journal.load(key)\n"
+        "asyncio.run(main())\n",
+        tmp_path,
+    )
+    assert "journal.engine.replay" in loaded
+    assert "journal.engine.verify" not in loaded
