@@ -66,6 +66,19 @@ def _loaded_by(statement: str, tmp_path: Path) -> set[str]:
     return set(loaded)
 
 
+def _loaded_by_command(argv: list[str], root: Path, tmp_path: Path) -> set[str]:
+    """The modules loaded by running the CLI with ``argv`` on ``root`` (it must
+    succeed), its output captured (not a terminal)."""
+    full = ["--root", str(root), *argv]
+    return _loaded_by(
+        "import contextlib, io\n"
+        "from journal.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({full!r}) == 0\n",
+        tmp_path,
+    )
+
+
 def _heavy_in(loaded: set[str]) -> list[str]:
     return sorted(
         m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)
@@ -126,14 +139,7 @@ def journal_root(tmp_path_factory):
 def test_a_reading_command_off_a_terminal_loads_nothing_heavy(
     argv, journal_root, tmp_path
 ):
-    full = ["--root", str(journal_root), *argv]
-    loaded = _loaded_by(
-        "import contextlib, io\n"
-        "from journal.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main({full!r}) == 0\n",
-        tmp_path,
-    )
+    loaded = _loaded_by_command(argv, journal_root, tmp_path)
     assert "journal.engine" in loaded  # the command did run
     assert _heavy_in(loaded) == []
 
@@ -190,14 +196,7 @@ def test_the_lazy_cli_packages_still_export_every_name():
 def test_showing_a_state_loads_no_web_ui_code(argv, journal_root, tmp_path):
     """The parser names the ``ui`` command's default address; the web UI's address
     and token checks stay out of every other command."""
-    full = ["--root", str(journal_root), *argv]
-    loaded = _loaded_by(
-        "import contextlib, io\n"
-        "from journal.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main({full!r}) == 0\n",
-        tmp_path,
-    )
+    loaded = _loaded_by_command(argv, journal_root, tmp_path)
     assert "journal.engine.replay" in loaded  # the state was loaded
     assert not {m for m in loaded if m.startswith("journal.web.")} - {
         "journal.web.defaults"
