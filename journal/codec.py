@@ -261,9 +261,9 @@ class EventType:
     def decoder(self) -> msgspec.msgpack.Decoder[Any]:
         """Decodes its fields (msgpack); built on first use for the built-ins.
 
-        Building one resolves the class's annotations: for the forty built-in
-        types, a third of what importing this module cost, paid by every cold
-        start whether or not it read an event of each type.
+        Building one resolves the class's annotations: for the built-in types
+        together, about a third of what importing this module cost, paid by
+        every cold start whether or not it read an event of each type.
         """
         if self._decoder is None:
             self._decoder = msgspec.msgpack.Decoder(self.cls)
