@@ -1229,7 +1229,9 @@ class SegmentSet:
             return False
         try:
             size = os.fstat(fd).st_size
-            head = pread(fd, 64 * 1024, 0)
+            # Not past the end: a no-wait read takes a short read for bytes it
+            # could not get without waiting.
+            head = pread(fd, min(64 * 1024, size), 0)
         finally:
             os.close(fd)
         pos = 0

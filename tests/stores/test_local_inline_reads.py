@@ -139,6 +139,7 @@ async def test_cached_reads_take_no_thread_hop(tmp_path: Path, hops: list[str]) 
     assert data == [b"record one" * 50, b"record two"]
     assert await store.list("t") == [PLAIN, RECORD, "t/log/00000000000000000002.rec"]
     assert await store.children("") == ["t"]
+    assert await store.descendants("", (None, "log")) == [("t", "log")]
     assert hops == []
 
 
