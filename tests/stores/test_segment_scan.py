@@ -111,11 +111,16 @@ def _index_without_waiting(path: Path) -> sg._Index:
     raise AssertionError(f"{path} could not be read without waiting")
 
 
-@settings(
+# Both scan properties: 150 examples each, file-writing ones (no deadline), on the
+# function-scoped tmp_path (each example writes a file of its own name).
+_scan_settings = settings(
     max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+@_scan_settings
 @given(
     frames=_frames,
     reserve=st.sampled_from([0, 0, 9, 4096, sg.RESERVE]),
@@ -143,11 +148,7 @@ _small_frames = st.lists(
 )
 
 
-@settings(
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@_scan_settings
 @given(
     frames=_small_frames,
     reserve=st.sampled_from([0, 9, 4096]),
