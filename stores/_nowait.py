@@ -19,8 +19,12 @@ Metadata calls (``open``, ``stat``, directory listings) are taken to be cached, 
 the kernel's dentry and inode caches hold them for any file read recently; a store
 on a file system where they are slow (a network mount) can turn the attempt off.
 
-The mode is per thread: worker threads never enter it, so their reads and every
-write block as they always did.
+The store also tries its single writes on the loop in this mode (``LocalStore``'s
+``inline_writes``): there the locks matter, and the segment code raises
+:class:`WouldBlock` only before it writes anything.
+
+The mode is per thread: worker threads never enter it, so everything they run
+blocks as it always did.
 """
 
 from __future__ import annotations

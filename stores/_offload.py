@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["run_blocking"]
+__all__ = ["in_flight", "run_blocking"]
 
 _T = TypeVar("_T")
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
@@ -57,10 +57,12 @@ class _Workers:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._idle = 0
+        self.in_flight = 0  # calls submitted and not yet finished
 
     def submit(self, call: _Call) -> None:
         self._queue.put(call)
         with self._lock:
+            self.in_flight += 1
             if self._idle:
                 self._idle -= 1  # an idle worker will take it
                 return
@@ -86,6 +88,7 @@ class _Workers:
             del call, fn, args
             with self._lock:
                 self._idle += 1
+                self.in_flight -= 1
             # Handing the result over is the last thing before blocking on the queue
             # (which releases the GIL): the woken loop then finds the GIL free
             # instead of waiting for this thread to let go of it.
@@ -119,6 +122,11 @@ def _after_fork() -> None:
 
 os.register_at_fork(after_in_child=_after_fork)
 atexit.register(lambda: _workers.stop())
+
+
+def in_flight() -> int:
+    """How many calls handed to the worker threads have not finished yet."""
+    return _workers.in_flight
 
 
 async def run_blocking(fn: Callable[..., _T], *args: Any) -> _T:

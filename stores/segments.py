@@ -110,7 +110,7 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from stores._files import DEFAULT_LOCK_TIMEOUT, flock_within, fsync_dir, write_temp
-from stores._nowait import held, pread, pread_buffer
+from stores._nowait import WouldBlock, active, held, pread, pread_buffer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -467,8 +467,12 @@ class _Segment:
         close), and is checked against the path after locking: a
         segment emptied and unlinked meanwhile, perhaps created again, is opened
         anew.
+
+        In no-wait mode (a write tried on the event loop) the thread lock and the
+        flock are only tried: :class:`~stores._nowait.WouldBlock` before anything
+        is written.
         """
-        with self.lock:
+        with held(self.lock):
             while True:
                 fd = self.fd
                 if fd is None:
@@ -519,6 +523,10 @@ class _Segment:
         objects: see :meth:`SegmentSet.create_many`).
         """
         index = self.index
+        if index.torn and active():
+            # A repair is left to a worker thread: it writes a quarantine file and
+            # cuts the file, and an attempt must change nothing before it gives up.
+            raise WouldBlock("a torn tail to repair first")
         if index.torn:
             # An incomplete frame left by a crashed writer (and the reserve it was
             # written into: a new one follows the frames below), or an acknowledged
