@@ -82,6 +82,9 @@ def _bad_part(part: str) -> bool:
 
 # Where a part of a key is empty or starts with ".", or a backslash or NUL.
 _BAD_KEY = re.compile(r"(?:^|/)(?:[./]|$)|[\\\x00]")
+# The same over keys joined by newlines, in one search: it matches wherever one of
+# them is bad (and where one holds a newline, which the check per key then allows).
+_BAD_KEYS = re.compile(_BAD_KEY.pattern, re.MULTILINE)
 
 
 def _etag(data: bytes) -> str:
@@ -806,9 +809,11 @@ class LocalStore(ObjectStore):
         except OSError:
             with _map_errors(keys[0] if keys else ""):
                 raise
+        if _BAD_KEYS.search("\n".join(keys)) is not None:
+            for key in keys:
+                self._path(key)  # names the bad key (or finds a newline: no harm)
         try:
             for i, key in enumerate(keys):
-                self._path(key)  # refuses a bad key
                 name = key[key.rfind("/") + 1 :]
                 framed_name = in_segment.get(name)
                 if framed_name is None:

@@ -56,6 +56,8 @@ _MAX_NAME = 200
 _LEVELS = 5
 # What encode_segment writes, and the anonymous user's "~".
 _SEGMENT = re.compile(r"[A-Za-z0-9_%-]+|~")
+# An entry's name for five such segments.
+_ENTRY = re.compile(r"(?:[A-Za-z0-9_%-]+|~)(?:\.(?:[A-Za-z0-9_%-]+|~)){4}")
 
 
 def entry_of(prefix: str) -> tuple[str, bytes]:
@@ -122,11 +124,15 @@ class ThreadIndex:
                     seen.add(segment)
             paths.append(segments)
 
+        whole = _ENTRY.fullmatch
         for key in keys:
             if not key.endswith(_SUFFIX):
                 continue
             name = key[start : -len(_SUFFIX)]
-            if name.startswith(_HASHED):
+            if whole(name) is not None:
+                # Five well-formed segments, checked in one match: the common case.
+                paths.append(tuple(name.split(".")))
+            elif name.startswith(_HASHED):
                 hashed.append(key)
             else:
                 add(tuple(name.split(".")))
@@ -135,7 +141,10 @@ class ThreadIndex:
                 if data is not None:
                     add(tuple(data.decode("utf-8", "replace").split("/")))
         fixed = [(i, name) for i, name in enumerate(pattern) if name is not None]
-        wanted = {p for p in paths if all(p[i] == name for i, name in fixed)}
+        if fixed:
+            wanted = {p for p in paths if all(p[i] == name for i, name in fixed)}
+        else:
+            wanted = set(paths)
         return await self._holding(sorted(wanted))
 
     async def build(self, paths: Sequence[tuple[str, ...]]) -> int:
