@@ -81,10 +81,11 @@ def _bad_part(part: str) -> bool:
 
 
 # Where a part of a key is empty or starts with ".", or a backslash or NUL.
-_BAD_KEY = re.compile(r"(?:^|/)(?:[./]|$)|[\\\x00]")
+# \Z, not $: a key may end in a newline (``$`` would also match before it).
+_BAD_KEY = re.compile(r"(?:^|/)(?:[./]|\Z)|[\\\x00]")
 # The same over keys joined by newlines, in one search: it matches wherever one of
 # them is bad (and where one holds a newline, which the check per key then allows).
-_BAD_KEYS = re.compile(_BAD_KEY.pattern, re.MULTILINE)
+_BAD_KEYS = re.compile(r"(?:^|/)(?:[./]|$)|[\\\x00]", re.MULTILINE)
 
 
 def _etag(data: bytes) -> str:
