@@ -301,7 +301,7 @@ def _print(
     if text:
         out.write(text)
         out.flush()
-    from journal.cli.render_text import render_notes
+    from journal.cli.notes import render_notes
 
     notes = render_notes(report)
     if notes:

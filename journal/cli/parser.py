@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import socket
@@ -205,6 +204,8 @@ def suggestion(message: str, parser: argparse.ArgumentParser) -> str:
         message: argparse's error message.
         parser: The parser that failed (its commands and options are the choices).
     """
+    import difflib  # only for a command line that went wrong
+
     choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
     if choice:
         given = choice.group(1)

@@ -27,6 +27,7 @@ from journal.cli.describe import (
     thread_label,
     todo_text,
 )
+from journal.cli.notes import render_notes
 from journal.cli.reports import (
     CheckpointReport,
     DemoReport,
@@ -294,20 +295,6 @@ def report_blocks(report: Report) -> list[Block]:
             ]
         case ExportReport() | DemoReport():
             return []
-
-
-def render_notes(report: Report) -> str:
-    """What ``agent-journal`` prints on stderr about ``report`` (often nothing).
-
-    Returns:
-        Whole lines, each ending in a newline, or an empty string.
-    """
-    if isinstance(report, ExportReport) and report.output is not None:
-        return (
-            f"exported {report.count} records of {thread_label(report.key)} "
-            f"to {report.output}\n"
-        )
-    return ""
 
 
 # --- ls ---------------------------------------------------------------------------

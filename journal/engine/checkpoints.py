@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from journal import codec
 from journal.checkpoint import decode_chunk, pack_chunk
 from journal.engine.batches import ENTRY_SIZE
-from journal.engine.sealing import write_seal
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -185,5 +184,8 @@ async def store_checkpoint(
     if durable:
         await log.flush_checkpoint(snap.version, digests)
     if log.signer is not None:
+        # Imported here: a journal without a signing key never loads the sealing.
+        from journal.engine.sealing import write_seal
+
         await write_seal(log, log.signer, snap.version, snap.record_hash, clock)
     await log.put_hint(snap.version)

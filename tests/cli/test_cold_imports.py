@@ -205,7 +205,8 @@ def test_showing_a_state_loads_no_web_ui_code(argv, journal_root, tmp_path):
 
 def test_loading_a_thread_loads_no_verifier(journal_root, tmp_path):
     """A library user who opens a journal and loads a thread does not pay for the
-    verifier (``Journal.verify`` imports it on first use)."""
+    verifier (``Journal.verify`` imports it on first use), the sealing or the
+    audit projections."""
     loaded = _loaded_by(
         "import asyncio\n"
         "from journal import Journal, ThreadKey\n"
@@ -218,3 +219,17 @@ def test_loading_a_thread_loads_no_verifier(journal_root, tmp_path):
     )
     assert "journal.engine.replay" in loaded
     assert "journal.engine.verify" not in loaded
+    # Nor for seals, without a signing key; nor for the audit views.
+    assert "journal.engine.sealing" not in loaded
+    assert "projections.audit" not in loaded
+
+
+@pytest.mark.parametrize("argv", [["state", *THREAD], ["--json", "state", *THREAD]])
+def test_showing_a_state_loads_no_close_match_search(argv, journal_root, tmp_path):
+    """A command line that parsed needs no suggestions (difflib); one printing
+    JSON needs no text renderer for its notes."""
+    loaded = _loaded_by_command(argv, journal_root, tmp_path)
+    assert "journal.engine.replay" in loaded  # the state was loaded
+    assert "difflib" not in loaded
+    if "--json" in argv:
+        assert "journal.cli.render_text" not in loaded
