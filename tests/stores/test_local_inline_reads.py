@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import stores.local as local_module
 from stores import _nowait, segments
 from stores.local import LocalStore
+from tests.stores._hops import (
+    assert_waiting_off_the_loop,
+    count_hops,
+    held_elsewhere,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
 RECORD = "t/log/00000000000000000001.rec"
@@ -40,15 +43,7 @@ PLAIN_DATA = b"p" * 5000
 @pytest.fixture
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store functions handed to a worker thread."""
-    seen: list[str] = []
-    real = local_module.run_blocking
-
-    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
-        seen.append(fn.__name__)
-        return await real(fn, *args)
-
-    monkeypatch.setattr(local_module, "run_blocking", counted)
-    return seen
+    return count_hops(monkeypatch)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -187,12 +182,7 @@ async def test_a_segment_locked_by_a_writer_is_waited_for_off_the_loop(
             fh.write(segments.frame(segments._PUT, "00000000000000000003.rec", b"3"))
         hops.clear()
         read = asyncio.ensure_future(store.read("t/log/00000000000000000003.rec"))
-        ticks = 0
-        for _ in range(20):
-            await asyncio.sleep(0.005)
-            ticks += 1
-        assert not read.done()
-        assert ticks == 20  # the loop was never held by the waiting read
+        await assert_waiting_off_the_loop(read)
         assert hops == ["_read"]
         fcntl.flock(fd, fcntl.LOCK_UN)
         assert (await asyncio.wait_for(read, 10))[0] == b"3"
@@ -208,27 +198,13 @@ async def test_a_segment_busy_in_this_process_is_read_by_a_worker(
     store = await _filled(tmp_path)
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     lock = store._segs.segment(str(segment)).lock
-    taken, release = threading.Event(), threading.Event()
-
-    def writer() -> None:
-        with lock:
-            taken.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert taken.wait(10)
+    with held_elsewhere(lock):
         hops.clear()
         read = asyncio.ensure_future(store.read(RECORD))
         await asyncio.sleep(0.02)
         assert not read.done()
         assert hops == ["_read"]
-        release.set()
-        assert (await asyncio.wait_for(read, 10))[0] == b"record one" * 50
-    finally:
-        release.set()
-        thread.join(10)
+    assert (await asyncio.wait_for(read, 10))[0] == b"record one" * 50
 
 
 async def test_inline_reads_off_hops_every_time(

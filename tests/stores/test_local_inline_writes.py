@@ -15,7 +15,7 @@ import fcntl
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,10 +24,14 @@ from journal.errors import ObjectExistsError
 from stores import _nowait
 from stores._offload import run_blocking
 from stores.local import LocalStore
+from tests.stores._hops import (
+    assert_waiting_off_the_loop,
+    count_hops,
+    held_elsewhere,
+)
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -45,17 +49,7 @@ def steady_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store functions run in a worker thread."""
-    seen: list[str] = []
-    real = local_module.run_blocking
-
-    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
-        # A write in a worker is timed by the store's wrapper: name what it runs.
-        inner = args[0] if getattr(fn, "__name__", "") == "_timed" else fn
-        seen.append(inner.__name__)
-        return await real(fn, *args)
-
-    monkeypatch.setattr(local_module, "run_blocking", counted)
-    return seen
+    return count_hops(monkeypatch)
 
 
 @pytest.fixture
@@ -175,12 +169,7 @@ async def test_a_segment_flocked_elsewhere_is_waited_for_off_the_loop(
         fcntl.flock(fd, fcntl.LOCK_EX)
         hops.clear()
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
-        ticks = 0
-        for _ in range(20):
-            await asyncio.sleep(0.005)
-            ticks += 1
-        assert not write.done()
-        assert ticks == 20  # the loop was never held by the waiting append
+        await assert_waiting_off_the_loop(write)
         assert hops == ["_publish"]
         fcntl.flock(fd, fcntl.LOCK_UN)
         await asyncio.wait_for(write, 10)
@@ -201,27 +190,13 @@ async def test_a_segment_busy_in_this_process_is_written_by_a_worker(
     await store.create(_rec(1), b"one")
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     lock = store._segs.segment(str(segment)).lock
-    taken, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with lock:
-            taken.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    try:
-        assert taken.wait(10)
+    with held_elsewhere(lock):
         hops.clear()
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
         await asyncio.sleep(0.02)
         assert not write.done()
         assert hops == ["_publish"]
-        release.set()
-        await asyncio.wait_for(write, 10)
-    finally:
-        release.set()
-        thread.join(10)
+    await asyncio.wait_for(write, 10)
     assert (await store.read(_rec(2)))[0] == b"two"
     await store.aclose()
 
