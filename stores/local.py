@@ -80,12 +80,14 @@ def _bad_part(part: str) -> bool:
     return not part or part[0] == "." or "\\" in part or "\x00" in part
 
 
-# Where a part of a key is empty or starts with ".", or a backslash or NUL.
+# Where a part of a key is empty or starts with ".", or a backslash or NUL, with
+# ``{end}`` for where a key ends.
+_BAD_PART = r"(?:^|/)(?:[./]|{end})|[\\\x00]"
 # \Z, not $: a key may end in a newline (``$`` would also match before it).
-_BAD_KEY = re.compile(r"(?:^|/)(?:[./]|\Z)|[\\\x00]")
+_BAD_KEY = re.compile(_BAD_PART.format(end=r"\Z"))
 # The same over keys joined by newlines, in one search: it matches wherever one of
 # them is bad (and where one holds a newline, which the check per key then allows).
-_BAD_KEYS = re.compile(r"(?:^|/)(?:[./]|$)|[\\\x00]", re.MULTILINE)
+_BAD_KEYS = re.compile(_BAD_PART.format(end="$"), re.MULTILINE)
 
 
 def _etag(data: bytes) -> str:

@@ -56,8 +56,10 @@ _MAX_NAME = 200
 _LEVELS = 5
 # What encode_segment writes, and the anonymous user's "~".
 _SEGMENT = re.compile(r"[A-Za-z0-9_%-]+|~")
-# An entry's name for five such segments.
-_ENTRY = re.compile(r"(?:[A-Za-z0-9_%-]+|~)(?:\.(?:[A-Za-z0-9_%-]+|~)){4}")
+# An entry's name for _LEVELS such segments.
+_ENTRY = re.compile(
+    rf"(?:{_SEGMENT.pattern})(?:\.(?:{_SEGMENT.pattern})){{{_LEVELS - 1}}}"
+)
 
 
 def entry_of(prefix: str) -> tuple[str, bytes]:
