@@ -12,11 +12,17 @@ blobs (``blobs/<sha256>``) checked on read.
 corrupt, so readers verify what they find and fall back to an earlier checkpoint or
 to version 1, with a warning. A checkpoint names the hash of the record it covers;
 one whose hash does not match the log is refused.
+
+Where the store reads a thread's records in bulk about as cheaply as it reads blobs
+(local segment files), a chunk whose messages the log already holds, in order, is
+not copied into a blob: the checkpoint names it as a :class:`LogSpan`, the records
+that added those messages to the context. The messages are then stored once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,9 +39,11 @@ __all__ = [
     "MAX_CHUNK_MESSAGES",
     "CheckpointPolicy",
     "ChunkEncoder",
+    "LogSpan",
     "decode_chunk",
     "open_run",
     "pack_chunk",
+    "ref_digest",
 ]
 
 DEFAULT_CHECKPOINT_EVERY = 100
@@ -225,3 +233,57 @@ def decode_chunk(data: bytes) -> list[Msg]:
         return _chunk_decoder.decode(data)
     except RecursionError:
         raise msgspec.DecodeError("chunk is nested too deeply to decode") from None
+
+
+_LOG_REF = re.compile(r"@([1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,9})\.([1-9][0-9]{0,19})\."
+                      r"([1-9][0-9]{0,9})\.([0-9a-f]{64})")
+
+
+@dataclass(frozen=True, slots=True)
+class LogSpan:
+    """A checkpoint chunk read from the log instead of a blob.
+
+    The chunk is the ``count`` messages that the records ``first`` to ``last``
+    add to the context (a ``MessageAppended`` its message, a
+    ``ToolCallCompleted`` its tool message: see
+    :func:`projections.agent_state.message_added`), in order, after the first
+    ``skip`` of them. ``digest`` is the SHA-256 the chunk has as a blob (of
+    :func:`pack_chunk`'s bytes), so a chunk has one identity however it is
+    stored; ``verify`` checks it against the log.
+
+    In a checkpoint's chunk list it is the text
+    ``@<first>.<skip>.<last>.<count>.<digest>`` (:meth:`ref`); a blob reference
+    is the bare digest.
+    """
+
+    first: int
+    skip: int
+    last: int
+    count: int
+    digest: str
+
+    def ref(self) -> str:
+        """The reference as a checkpoint lists it."""
+        return f"@{self.first}.{self.skip}.{self.last}.{self.count}.{self.digest}"
+
+    @classmethod
+    def parse(cls, ref: str) -> LogSpan | None:
+        """The span a reference names; None for a blob reference.
+
+        Raises:
+            ValueError: It starts like a span (``@``) but is not a valid one.
+        """
+        if not ref.startswith("@"):
+            return None
+        found = _LOG_REF.fullmatch(ref)
+        if found is None:
+            raise ValueError(f"malformed log span reference {ref[:120]!r}")
+        first, skip, last, count = (int(found.group(i)) for i in range(1, 5))
+        if last < first:
+            raise ValueError(f"log span reference {ref[:120]!r} ends before it starts")
+        return cls(first, skip, last, count, found.group(5))
+
+
+def ref_digest(ref: str) -> str:
+    """The chunk digest of a checkpoint's chunk reference, blob or log span."""
+    return ref[-64:] if ref.startswith("@") else ref

@@ -7,10 +7,13 @@ pure: no I/O, so the replay hot path and the tests exercise it directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
+import operator
 import re
 import struct
+import types
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -272,6 +275,8 @@ class EventType:
 
 _BY_NAME: dict[str, EventType] = {}
 _BY_CLASS: dict[type, EventType] = {}
+_GENERATION = [0]
+"""Bumped by every change to the registry (cached decoders built on it go stale)."""
 _UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
@@ -338,6 +343,7 @@ def _register(
         info.decoder  # noqa: B018 - built now, for its errors
     _BY_NAME[type_name] = info
     _BY_CLASS[cls] = info
+    _GENERATION[0] += 1
 
 
 def unregister_event(type_name: str) -> EventType:
@@ -357,6 +363,7 @@ def unregister_event(type_name: str) -> EventType:
     if type_name in _BUILTIN_NAMES:
         raise ValueError(f"{type_name!r} is a built-in event type; it stays registered")
     info = _BY_NAME.pop(type_name)
+    _GENERATION[0] += 1
     _BY_CLASS.pop(info.cls, None)
     return info
 
@@ -1076,6 +1083,125 @@ def materialize(
         decoded,
         parsed.size,
     )
+
+
+_message_decoder: tuple[int, msgspec.msgpack.Decoder[Any]] | None = None
+
+
+def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
+    """A record body decoder that decodes only the events that may add a message.
+
+    One tagged array-like struct per registered type (the envelope's type name is
+    its first element, as msgspec's tag): ``MessageAppended`` and
+    ``ToolCallCompleted`` (and subclasses) get their event class as ``data``, every
+    other type its bytes, skipped. A type name not registered fails validation.
+    """
+    global _message_decoder
+    if _message_decoder is not None and _message_decoder[0] == _GENERATION[0]:
+        return _message_decoder[1]
+    members: list[Any] = []
+    for name, info in _BY_NAME.items():
+        data: Any = (
+            info.cls | None
+            if issubclass(info.cls, (ev.MessageAppended, ev.ToolCallCompleted))
+            else msgspec.Raw
+        )
+        members.append(
+            msgspec.defstruct(
+                f"_Envelope_{len(members)}",
+                [
+                    ("schema", int),
+                    ("required", bool),
+                    ("data", data),
+                    ("blob", str | None, None),
+                ],
+                array_like=True,
+                frozen=True,
+                tag=name,
+                namespace={"current_schema": info.schema},
+            )
+        )
+    body = msgspec.defstruct(
+        "_MessageBody",
+        [
+            ("format", int),
+            ("version", int),
+            ("epoch", int),
+            ("writer", str),
+            ("batch_id", str),
+            ("run_id", str | None),
+            ("committed_at", float),
+            ("prev_hash", bytes),
+            (
+                "events",
+                types.GenericAlias(list, (functools.reduce(operator.or_, members),)),
+            ),
+        ],
+        array_like=True,
+        frozen=True,
+    )
+    decoder = msgspec.msgpack.Decoder(body)
+    _message_decoder = (_GENERATION[0], decoder)
+    return decoder
+
+
+def parse_messages(
+    raw: bytes, *, label: str, version: int
+) -> tuple[bytes, bytes, list[ev.Msg]] | None:
+    """Check a record as :func:`parse_record` does; decode only what it adds.
+
+    For reading the messages a checkpoint's log span names: one decode per
+    record, and no :class:`Record` built. Returns ``(prev_hash, hash, messages)``,
+    the messages its events add to the context in order
+    (:func:`journal.events.message_added`), or None when the record needs the
+    general path (:func:`parse_record` then :func:`materialize`): it is
+    encrypted, keeps a message event in a blob or at an older schema, or holds an
+    event type this process has not registered.
+
+    Raises:
+        CorruptRecordError: A check failed, naming the thread and version.
+    """
+    magic = raw[:4]
+    if magic == RECORD_EMAGIC:
+        return None
+    body_bytes: bytes | memoryview
+    try:
+        if magic == RECORD_ZMAGIC:
+            stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
+            body_bytes = compression.decompress(stored)
+        else:
+            end = _frame_end(RECORD_MAGIC, raw, 32, "record")
+            body_bytes = memoryview(raw)[_HEADER.size : end]
+            digest = raw[end : end + 32]
+        try:
+            body = _message_body_decoder().decode(body_bytes)
+        except msgspec.ValidationError:
+            return None  # the general path tells an unknown type from damage
+    except (ValueError, msgspec.DecodeError) as exc:
+        raise CorruptRecordError(label, version, str(exc)) from None
+    except RecursionError:
+        raise CorruptRecordError(label, version, _TOO_DEEP) from None
+    if body.format != FORMAT_VERSION:
+        raise CorruptRecordError(label, version, f"unknown format {body.format}")
+    if body.version != version:
+        raise CorruptRecordError(
+            label, version, f"record says it is version {body.version}"
+        )
+    hasher = hashlib.sha256(body.prev_hash)
+    hasher.update(body_bytes)
+    if hasher.digest() != digest:
+        raise CorruptRecordError(label, version, "hash does not match the body")
+    messages: list[ev.Msg] = []
+    for envelope in body.events:
+        data = envelope.data
+        if type(data) is msgspec.Raw:
+            continue
+        if data is None or envelope.schema != envelope.current_schema:
+            return None
+        message = ev.message_added(data)
+        if message is not None:
+            messages.append(message)
+    return body.prev_hash, digest, messages
 
 
 # --- checkpoints ----------------------------------------------------------------

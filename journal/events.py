@@ -54,6 +54,7 @@ __all__ = [
     "UnknownEvent",
     "VerificationCheck",
     "VerificationRecorded",
+    "message_added",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -423,3 +424,18 @@ class UnknownEvent(msgspec.Struct, frozen=True):
     schema: int
     required: bool
     data: bytes
+
+
+def message_added(event: object) -> Msg | None:
+    """The message an event adds to the end of the context when folded, if any.
+
+    ``MessageAppended`` adds its message; ``ToolCallCompleted`` the tool message it
+    carries (none for schema 1). No other built-in event appends one. Checkpoints
+    that read their messages back from the log rely on this agreeing with the fold
+    (``projections.agent_state.AgentStateProjection.apply``).
+    """
+    if isinstance(event, MessageAppended):
+        return event.message
+    if isinstance(event, ToolCallCompleted):
+        return event.message()
+    return None

@@ -77,10 +77,16 @@ class ObjectStore(abc.ABC):
         url: The URL the store was opened with (for messages).
         writable: False for stores that cannot guarantee exclusive create; the
             journal opens them read-only.
+        reads_log_in_bulk: True when reading a thread's records in version order
+            costs about what reading the same bytes as a few larger objects does
+            (local segment files). Checkpoints on such a store name the records
+            that hold their messages (log spans) instead of copying the messages
+            into chunk blobs; elsewhere (S3: a request per record) they copy them.
     """
 
     url: str = ""
     writable: bool = True
+    reads_log_in_bulk: bool = False
 
     @abc.abstractmethod
     async def create(self, key: str, data: bytes) -> str:

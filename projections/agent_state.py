@@ -8,6 +8,7 @@ import msgspec
 
 from journal import events as ev
 from journal.errors import UnknownEventError
+from journal.events import message_added
 from projections.tasks import TasksContext, Verification, apply_task_event
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ __all__ = [
     "ToolContext",
     "Verification",
     "keep_log_facts",
+    "message_added",
 ]
 
 

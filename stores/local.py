@@ -205,6 +205,8 @@ class LocalStore(ObjectStore):
         self.fsync = fsync
         self.url = f"file://{self.root}"
         self.segments = segments
+        # A thread's records sit side by side in a few segment files.
+        self.reads_log_in_bulk = segments
         self.lock_timeout = lock_timeout
         self.inline_reads = inline_reads
         self.inline_writes = inline_writes

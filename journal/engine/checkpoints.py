@@ -5,17 +5,25 @@ A checkpoint stores the small non-message state, the list of the context's chunk
 it covers. Only chunks not written before are stored, so a checkpoint costs what the
 context gained since the last one. Chunking runs on the event loop a slice at a time,
 so that commits go on in between.
+
+On a store that reads records in bulk (:attr:`ObjectStore.reads_log_in_bulk`), a
+chunk whose messages the writer can trace to the records that added them is named
+as a log span instead of being written again (:class:`LogRefs`); reading it back
+reads those records (:func:`read_spans`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from journal import codec
-from journal.checkpoint import decode_chunk, pack_chunk
+from journal.checkpoint import LogSpan, decode_chunk, pack_chunk
 from journal.engine.batches import ENTRY_SIZE
+from journal.engine.log import READ_BATCH, ChainBrokenError
+from journal.errors import CorruptRecordError
+from journal.events import message_added
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -24,14 +32,19 @@ if TYPE_CHECKING:
     from journal import events as ev
     from journal.checkpoint import ChunkEncoder
     from journal.engine.log import ThreadLog
+    from journal.engine.provenance import Provenance
     from projections.agent_state import AgentState
 
 __all__ = [
     "CHUNK_SLICE",
+    "LogRefs",
     "Snapshot",
+    "parse_refs",
     "plan_chunks",
     "put_chunks",
     "read_checkpoint",
+    "read_spans",
+    "span_messages",
     "store_checkpoint",
 ]
 
@@ -58,15 +71,164 @@ class Snapshot:
     batches: bytes = b""
 
 
+@dataclass(slots=True)
+class LogRefs:
+    """A writer's means of naming chunks as log spans.
+
+    Attributes:
+        provenance: Where each message of the writer's context came from.
+        known: The log span reference of each chunk digest already stored as one.
+    """
+
+    provenance: Provenance
+    known: dict[str, str] = field(default_factory=dict)
+
+    def forget_before(self, version: int) -> None:
+        """Drop everything that reaches below ``version`` (retention removed it)."""
+        self.provenance.forget_before(version)
+        self.known = {
+            d: r
+            for d, r in self.known.items()
+            if (span := LogSpan.parse(r)) is not None and span.first >= version
+        }
+
+
+def parse_refs(
+    version: int, refs: list[str]
+) -> tuple[list[str], dict[str, LogSpan]]:
+    """Split a checkpoint's chunk references: the blob digests and the log spans.
+
+    Raises:
+        ValueError: A span reference is malformed or reaches past ``version``.
+    """
+    blobs: list[str] = []
+    spans: dict[str, LogSpan] = {}
+    for ref in refs:
+        span = LogSpan.parse(ref)
+        if span is None:
+            blobs.append(ref)
+        elif span.last > version:
+            raise ValueError(
+                f"log span {ref[:60]}... reaches past the checkpoint's version"
+            )
+        else:
+            spans[ref] = span
+    return blobs, spans
+
+
+async def read_spans(
+    log: ThreadLog,
+    spans: list[LogSpan],
+    provenance: Provenance | None = None,
+) -> dict[int, list[ev.Msg]]:
+    """The messages each record of the spans' ranges adds, by version.
+
+    Overlapping and adjacent ranges are read once, as one run; each run's records
+    are checked like a replay's (checksums, no gap, the hash chain within the run).
+    ``provenance`` learns where each message came from.
+
+    Raises:
+        CorruptRecordError: A record is missing or fails a check.
+    """
+    ranges = sorted((s.first, s.last) for s in spans)
+    runs: list[list[int]] = []
+    for first, last in ranges:
+        if runs and first <= runs[-1][1] + 1:
+            runs[-1][1] = max(runs[-1][1], last)
+        else:
+            runs.append([first, last])
+    added: dict[int, list[ev.Msg]] = {}
+    for first, last in runs:
+        await _read_run(log, first, last, added)
+    if provenance is not None:
+        for version, messages in added.items():
+            provenance.observe(version, messages)
+    return added
+
+
+async def _read_run(
+    log: ThreadLog, first: int, last: int, added: dict[int, list[ev.Msg]]
+) -> None:
+    """Fill ``added`` for records ``first`` to ``last``, checked like a scan.
+
+    Plain records go through :func:`codec.parse_messages` (one decode each,
+    only the message events built); any other (encrypted, an event in a blob, an
+    unknown type) through the general parse and materialize.
+    """
+    label = log.label
+    prev: bytes | None = None
+    for start in range(first, last + 1, READ_BATCH):
+        versions = range(start, min(last, start + READ_BATCH - 1) + 1)
+        raw = await log.store.read_many([log.record_key(v) for v in versions])
+        with codec.gc_paused():
+            for version, data in zip(versions, raw, strict=True):
+                if data is None:
+                    raise CorruptRecordError(label, version, "record is missing")
+                fast = codec.parse_messages(data, label=label, version=version)
+                if fast is not None:
+                    prev_hash, digest, messages = fast
+                else:
+                    parsed = await log.parse(data, version, strict=True)
+                    record = (await log.materialize([parsed]))[0]
+                    prev_hash, digest = parsed.body.prev_hash, parsed.hash
+                    messages = [
+                        m for e in record.events if (m := message_added(e)) is not None
+                    ]
+                if prev is not None and prev_hash != prev:
+                    raise ChainBrokenError(
+                        label,
+                        version,
+                        f"hash chain broken: prev_hash does not match version "
+                        f"{version - 1}",
+                    )
+                prev = digest
+                added[version] = messages
+
+
+def span_messages(
+    log: ThreadLog, span: LogSpan, added: dict[int, list[ev.Msg]]
+) -> list[ev.Msg]:
+    """The messages ``span`` names, from :func:`read_spans`'s result.
+
+    Raises:
+        CorruptRecordError: The records add fewer messages than it names, or the
+            last one adds none of them.
+    """
+    out: list[ev.Msg] = []
+    skip, wanted = span.skip, span.count
+    for version in range(span.first, span.last + 1):
+        messages = added[version]
+        if skip:
+            taken = messages[skip : skip + wanted]
+            skip = max(0, skip - len(messages))
+        else:
+            taken = messages[:wanted]
+        out.extend(taken)
+        wanted -= len(taken)
+        if not wanted:
+            if version == span.last:
+                return out
+            break
+    raise CorruptRecordError(
+        log.label,
+        span.last,
+        f"records {span.first}-{span.last} do not add the {span.count} messages "
+        "their log span names",
+    )
+
+
 async def read_checkpoint(
-    log: ThreadLog, version: int
+    log: ThreadLog, version: int, provenance: Provenance | None = None
 ) -> tuple[AgentState, codec.CheckpointBody]:
     """Read the checkpoint at ``version`` with its chunks: the state and the body.
+
+    ``provenance`` learns where the messages read from log spans came from.
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
         ValueError: It does not decode or disagrees with itself.
-        CorruptRecordError: A chunk is missing or fails its hash.
+        CorruptRecordError: A chunk is missing or fails its hash, or a record a
+            log span names is missing or fails a check.
     """
     body = codec.decode_checkpoint(await log.read_checkpoint(version))
     if body.version != version:
@@ -78,12 +240,20 @@ async def read_checkpoint(
             f"version {version}"
         )
     state = decode_state(body.state)
-    chunks = await log.read_blobs(body.chunks) if body.chunks else {}
+    blobs, spans = parse_refs(version, body.chunks)
+    chunks = await log.read_blobs(blobs) if blobs else {}
+    added = (
+        await read_spans(log, list(spans.values()), provenance) if spans else {}
+    )
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.
     with codec.gc_paused():
-        for digest in body.chunks:
-            state.context.extend(decode_chunk(chunks[digest]))
+        for ref in body.chunks:
+            span = spans.get(ref)
+            if span is None:
+                state.context.extend(decode_chunk(chunks[ref]))
+            else:
+                state.context.extend(span_messages(log, span, added))
     if len(state.context) != body.message_count:
         raise ValueError(
             f"checkpoint holds {len(state.context)} messages, "
@@ -120,8 +290,13 @@ async def plan_chunks(
     messages: list[ev.Msg],
     written: set[str],
     step: Callable[[], None] | None = None,
+    refs: LogRefs | None = None,
 ) -> tuple[list[str], list[tuple[str, bytes]]]:
-    """Chunk ``messages``: all digests, and the bytes of those not yet written.
+    """Chunk ``messages``: every chunk's reference, and the bytes of new blobs.
+
+    A chunk already written as a blob is named by its digest; with ``refs``, one
+    stored as a log span before, or whose messages ``refs`` can trace to the records
+    that added them, is named as a log span and not written.
 
     On the event loop, a slice of :data:`CHUNK_SLICE` messages at a time, so that
     commits go on in between (a slice takes well under a millisecond). A worker
@@ -139,12 +314,22 @@ async def plan_chunks(
             chunks: list[tuple[str, list[ev.Msg]]] = done.value
             break
         await asyncio.sleep(0)
-    fresh = [
-        (d, chunker.packed.get(d) or pack_chunk(m)[1])
-        for d, m in chunks
-        if d not in written
-    ]
-    return [d for d, _ in chunks], fresh
+    names: list[str] = []
+    fresh: list[tuple[str, bytes]] = []
+    for digest, run in chunks:
+        if digest in written:
+            names.append(digest)
+            continue
+        if refs is not None:
+            ref = refs.known.get(digest)
+            if ref is None and (span := refs.provenance.span(run, digest)) is not None:
+                ref = refs.known[digest] = span.ref()
+            if ref is not None:
+                names.append(ref)
+                continue
+        names.append(digest)
+        fresh.append((digest, chunker.packed.get(digest) or pack_chunk(run)[1]))
+    return names, fresh
 
 
 async def store_checkpoint(
@@ -156,6 +341,7 @@ async def store_checkpoint(
     step: Callable[[], None] | None = None,
     *,
     durable: bool = False,
+    refs: LogRefs | None = None,
 ) -> None:
     """Write a checkpoint's new chunks, the checkpoint, its seal, then the hint.
 
@@ -163,9 +349,17 @@ async def store_checkpoint(
     :meth:`ThreadLog.create_checkpoint`) unless ``durable``, which flushes them
     before the hint moves. The seal is signed only when the log has a signer (a
     journal opened with a signing key). ``step`` is called each time the work
-    resumes (the writer counts them).
+    resumes (the writer counts them). With ``refs``, chunks the log already holds
+    are named as log spans (see :func:`plan_chunks`); records retention removed
+    are not named (the marker is read first).
     """
-    digests, fresh = await plan_chunks(chunker, snap.messages, written, step)
+    if refs is not None:
+        marker = await log.read_retention()
+        if marker is not None:
+            refs.forget_before(marker.first_retained)
+    digests, fresh = await plan_chunks(chunker, snap.messages, written, step, refs)
+    if refs is not None:
+        refs.provenance.prune(snap.messages, snap.version)
     await log.put_blobs(fresh, derived=True)
     if step is not None:
         step()

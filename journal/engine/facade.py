@@ -17,8 +17,9 @@ from journal import codec
 from journal.checkpoint import CheckpointPolicy, ChunkEncoder
 from journal.compression import compressor
 from journal.crypto import Encryption, KeyProvider, require_crypto
-from journal.engine.checkpoints import Snapshot, store_checkpoint
+from journal.engine.checkpoints import LogRefs, Snapshot, store_checkpoint
 from journal.engine.listing import list_threads, walk_threads
+from journal.engine.provenance import Provenance
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.settings import JournalSettings
@@ -276,11 +277,16 @@ class Journal:
             ValueError: The thread has no records.
         """
         log = self._log(key)
-        loaded = await rebuild(log, None, window=True)
+        refs = LogRefs(Provenance()) if log.store.reads_log_in_bulk else None
+        loaded = await rebuild(
+            log, None, window=True, provenance=refs.provenance if refs else None
+        )
         for warning in loaded.warnings:
             logger.warning("%s", warning)
         if loaded.head == 0:
             raise ValueError(f"{log.label} has no records to checkpoint")
+        if refs is not None and loaded.spans:
+            refs.known.update(loaded.spans)
         if loaded.checkpoint != loaded.head:
             state = loaded.state
             await store_checkpoint(
@@ -296,6 +302,7 @@ class Journal:
                 loaded.chunks,
                 self.clock,
                 durable=True,  # asked for: it should outlast a power cut
+                refs=refs,
             )
         return loaded.head
 

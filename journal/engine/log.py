@@ -306,8 +306,12 @@ class ThreadLog:
             await self.store.flush(keys)
 
     async def flush_checkpoint(self, version: int, chunks: Iterable[str]) -> None:
-        """Make the checkpoint at ``version`` and its chunks durable (retention)."""
-        await self.flush_blobs(chunks)
+        """Make the checkpoint at ``version`` and its chunks durable (retention).
+
+        ``chunks`` are the checkpoint's references; log spans name records, which
+        are durable already.
+        """
+        await self.flush_blobs(c for c in chunks if not c.startswith("@"))
         await self.store.flush([self.checkpoint_key(version)])
 
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
@@ -613,6 +617,21 @@ class ThreadLog:
             await cipher.writable()
             data = cipher.seal(crypto.CHECKPOINT_MAGIC, version_name(version), data)
         await self.store.create_derived(self.checkpoint_key(version), data)
+
+    async def rewrite_checkpoint(self, version: int, data: bytes) -> None:
+        """Replace the checkpoint at ``version`` with ``data``, durably (retention).
+
+        Raises:
+            ObjectNotFoundError: There is none.
+            PreconditionFailedError: It changed while being replaced.
+        """
+        key = self.checkpoint_key(version)
+        _, etag = await self.store.read(key)
+        if self.encrypt:
+            cipher = self._writing_cipher()
+            await cipher.writable()
+            data = cipher.seal(crypto.CHECKPOINT_MAGIC, version_name(version), data)
+        await self.store.replace(key, data, if_match=etag)
 
     async def delete_checkpoint(self, version: int) -> None:
         """Delete the checkpoint at ``version`` (retention)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from journal import codec
+from journal.checkpoint import ref_digest
 from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import READ_BATCH, ChainBrokenError
@@ -24,6 +25,7 @@ from projections.agent_state import AgentStateProjection
 
 if TYPE_CHECKING:
     from journal.engine.log import RetentionMarker, ThreadLog
+    from journal.engine.provenance import Provenance
     from projections.agent_state import AgentState
 
 __all__ = ["ForeignCheckpointError", "Loaded", "rebuild"]
@@ -40,11 +42,12 @@ class Loaded:
         head: The version replayed up to.
         head_hash: The hash of the record at ``head``.
         checkpoint: The checkpoint started from (0: none).
-        chunks: The chunks that checkpoint references (already stored).
+        chunks: The chunk blobs that checkpoint references (already stored).
         warnings: Checkpoints skipped, and why.
         head_epoch: The epoch of the record at ``head``.
         window: The idempotency window ending at ``head`` (the checkpoint's,
             extended by the records replayed), when asked for.
+        spans: The log span references of that checkpoint, by chunk digest.
     """
 
     state: AgentState
@@ -55,6 +58,7 @@ class Loaded:
     warnings: list[str]
     head_epoch: int = 0
     window: BatchWindow | None = None
+    spans: dict[str, str] | None = None
 
 
 class ForeignCheckpointError(Exception):
@@ -62,12 +66,19 @@ class ForeignCheckpointError(Exception):
 
 
 async def rebuild(
-    log: ThreadLog, at_version: int | None, *, window: bool = False
+    log: ThreadLog,
+    at_version: int | None,
+    *,
+    window: bool = False,
+    provenance: Provenance | None = None,
 ) -> Loaded:
     """Rebuild the thread's state at the head, or as of ``at_version``.
 
     ``window`` asks for the idempotency window too (writers and checkpoints need
-    it; it costs a digest of each replayed record's events).
+    it; it costs a digest of each replayed record's events). ``provenance`` learns
+    which record added each message of the state (a writer naming log spans needs
+    it); a checkpoint refused after it learned something leaves harmless extra
+    entries, since entries are matched by message identity.
 
     Raises:
         ValueError: ``at_version`` is negative, beyond the head, or before what
@@ -119,7 +130,7 @@ async def rebuild(
         else:
             tried.add(version)
             try:
-                base = await read_checkpoint(log, version)
+                base = await read_checkpoint(log, version, provenance)
             except ObjectNotFoundError:
                 warnings.append(
                     f"{log.label}: checkpoint {version} is missing; skipped"
@@ -132,7 +143,13 @@ async def rebuild(
                 continue
         try:
             return await _replay(
-                log, projection, base, at_version, warnings, window=window
+                log,
+                projection,
+                base,
+                at_version,
+                warnings,
+                window=window,
+                provenance=provenance,
             )
         except ForeignCheckpointError as exc:
             warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
@@ -177,8 +194,10 @@ async def _replay(
     warnings: list[str],
     *,
     window: bool,
+    provenance: Provenance | None,
 ) -> Loaded:
     batches: BatchWindow | None = None
+    spans: dict[str, str] = {}
     if base is None:
         state = projection.initial(log.key)
         start, prev_hash, chunks = 0, codec.GENESIS_HASH, set[str]()
@@ -186,7 +205,9 @@ async def _replay(
             batches = BatchWindow()
     else:
         state, body = base
-        start, prev_hash, chunks = body.version, body.record_hash, set(body.chunks)
+        start, prev_hash = body.version, body.record_hash
+        chunks = {r for r in body.chunks if not r.startswith("@")}
+        spans = {ref_digest(r): r for r in body.chunks if r.startswith("@")}
         if window:
             batches = BatchWindow.unpack(start, body.batches)
     # The listing brings the first records with it (one round trip, not two).
@@ -221,10 +242,14 @@ async def _replay(
             materialized = await log.materialize(parsed)
             with codec.gc_paused():
                 for record in materialized:
+                    before = state.context
+                    length = len(before)
                     for event in record.events:
                         state = apply(state, record, event)
                     state.version = record.version
                     head_epoch = record.epoch
+                    if provenance is not None:
+                        provenance.observe_fold(record, before, length, state.context)
     except ChainBrokenError as exc:
         if base is not None and exc.version == start + 1:
             raise ForeignCheckpointError(
@@ -240,4 +265,5 @@ async def _replay(
         warnings,
         head_epoch,
         batches,
+        spans,
     )

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from journal.engine.checkpoints import read_checkpoint
+from journal import codec
+from journal.checkpoint import LogSpan, pack_chunk
+from journal.engine.checkpoints import read_checkpoint, read_spans, span_messages
 from journal.engine.log import RetentionMarker
 from journal.errors import CorruptRecordError, ObjectNotFoundError
 
@@ -24,9 +26,10 @@ async def retain(
 ) -> RetentionMarker | None:
     """Remove the history covered by a checkpoint committed before ``cutoff``.
 
-    See :meth:`journal.Journal.retain`. Writes the ``RETENTION`` marker first and
-    moves the hint up to the retained checkpoint, then deletes older checkpoints,
-    then older records.
+    See :meth:`journal.Journal.retain`. Copies into blobs the messages that the
+    retained checkpoint and any later one read from the records to be removed (log
+    spans), then writes the ``RETENTION`` marker and moves the hint up to the
+    retained checkpoint, then deletes older checkpoints, then older records.
 
     Returns:
         The marker written, or None when nothing old enough can be removed.
@@ -53,6 +56,11 @@ async def retain(
             break
     if chosen is None:
         return None
+    for version in await log.checkpoint_versions():
+        if version >= chosen:
+            found = await _spans_below(log, version, chosen)
+            if version == chosen:
+                chunks = found or chunks
     # From here on the checkpoint is the only copy of what the records before it
     # held; it was written without a sync.
     await log.flush_checkpoint(chosen, chunks)
@@ -70,3 +78,38 @@ async def retain(
             break
         await log.delete_record(version)
     return marker
+
+
+async def _spans_below(log: ThreadLog, version: int, floor: int) -> list[str] | None:
+    """Rewrite the checkpoint at ``version`` so it reads nothing below ``floor``.
+
+    Its log spans that start below ``floor`` become blobs (written durably), and the
+    checkpoint is replaced, durably, with the new references. A checkpoint that
+    cannot be read is left alone: loads skip it as they did before.
+
+    Returns:
+        The new references, or None when nothing changed.
+    """
+    try:
+        body = codec.decode_checkpoint(await log.read_checkpoint(version))
+        spans = {r: s for r in body.chunks if (s := LogSpan.parse(r)) is not None}
+        below = {r: s for r, s in spans.items() if s.first < floor}
+        if not below:
+            return None
+        added = await read_spans(log, list(below.values()))
+        blobs: dict[str, bytes] = {}
+        refs: list[str] = []
+        for ref in body.chunks:
+            span = below.get(ref)
+            if span is None:
+                refs.append(ref)
+                continue
+            digest, data = pack_chunk(span_messages(log, span, added))
+            blobs[digest] = data
+            refs.append(digest)
+    except (ObjectNotFoundError, ValueError, CorruptRecordError, msgspec.DecodeError):
+        return None
+    await log.put_blobs(list(blobs.items()))
+    rewritten = msgspec.structs.replace(body, chunks=refs)
+    await log.rewrite_checkpoint(version, codec.encode_checkpoint(rewritten))
+    return refs

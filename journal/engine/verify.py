@@ -21,9 +21,9 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
-from journal.checkpoint import ChunkEncoder
+from journal.checkpoint import ChunkEncoder, LogSpan, pack_chunk, ref_digest
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
-from journal.engine.checkpoints import read_checkpoint
+from journal.engine.checkpoints import read_checkpoint, read_spans, span_messages
 from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expiry
 from journal.engine.log import ScanProblem
 from journal.engine.sealing import check_seals
@@ -483,9 +483,9 @@ class _Verifier:
             self.problem(
                 version, "checkpoint names a record hash that is not the log's"
             )
-        elif body.state != encode_state(state.without_context()) or body.chunks != [
-            digest for digest, _ in self.encoder.chunk(state.context)
-        ]:
+        elif body.state != encode_state(state.without_context()) or [
+            ref_digest(ref) for ref in body.chunks
+        ] != [digest for digest, _ in self.encoder.chunk(state.context)]:
             self.problem(version, "checkpoint differs from a fresh replay")
         elif not self.window.pack().endswith(body.batches):
             # A suffix: a checkpoint built on one older than the window field
@@ -517,9 +517,21 @@ class _Verifier:
         zero = bytes(512)
         return any(raw[i : i + 512] == zero for i in range(0, len(raw) - 511, 512))
 
-    async def _check_chunks(self, version: int, digests: list[str]) -> None:
+    async def _check_chunks(self, version: int, refs: list[str]) -> None:
         # Each chunk is shared by many checkpoints: check its bytes once.
-        unchecked = [d for d in dict.fromkeys(digests) if d not in self.checked_chunks]
+        unchecked = [d for d in dict.fromkeys(refs) if d not in self.checked_chunks]
+        spans: list[tuple[str, LogSpan]] = []
+        for ref in unchecked:
+            try:
+                span = LogSpan.parse(ref)
+            except ValueError as exc:
+                self.problem(version, f"checkpoint chunk reference: {exc}")
+                continue
+            if span is not None:
+                spans.append((ref, span))
+        if spans:
+            await self._check_spans(version, spans)
+        unchecked = [d for d in unchecked if not d.startswith("@")]
         if not unchecked:
             return
         raw = await self.log.read_blobs_raw(unchecked)
@@ -538,6 +550,35 @@ class _Verifier:
                 self.problem(version, f"checkpoint chunk {digest} is corrupt")
             else:
                 self.checked_chunks.add(digest)
+
+    async def _check_spans(
+        self, version: int, spans: list[tuple[str, LogSpan]]
+    ) -> None:
+        """Check that each log span names messages the log holds, as its digest says."""
+        for ref, span in spans:
+            if span.last > version:
+                self.problem(
+                    version, f"checkpoint log span {ref} reaches past its version"
+                )
+                continue
+            try:
+                added = await read_spans(self.log, [span])
+                messages = span_messages(self.log, span, added)
+            except CorruptRecordError as exc:
+                self.problem(
+                    version,
+                    f"checkpoint log span {span.first}-{span.last} cannot be read: "
+                    f"{exc}; {_SKIPPED}",
+                )
+                continue
+            if pack_chunk(messages)[0] != span.digest:
+                self.problem(
+                    version,
+                    f"checkpoint log span {span.first}-{span.last} does not hold "
+                    "the chunk its digest names",
+                )
+            else:
+                self.checked_chunks.add(ref)
 
     def _check_orphan_checkpoints(self, present: set[int]) -> None:
         for version in sorted(self.checkpoints - present):

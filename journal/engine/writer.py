@@ -25,9 +25,10 @@ from journal import codec
 from journal import events as ev
 from journal.checkpoint import ChunkEncoder
 from journal.engine.batches import DIGEST_SIZE, BatchWindow
-from journal.engine.checkpoints import Snapshot, put_chunks, store_checkpoint
+from journal.engine.checkpoints import LogRefs, Snapshot, put_chunks, store_checkpoint
 from journal.engine.diff import diff_states
 from journal.engine.lease import LeaseRecord, LeaseState
+from journal.engine.provenance import Provenance
 from journal.engine.replay import rebuild
 from journal.errors import (
     CorruptRecordError,
@@ -164,6 +165,12 @@ class ThreadWriter:
         self._checkpointer: asyncio.Task[None] | None = None
         self._last_checkpoint = 0
         self._chunks: set[str] = set()
+        # Where the context's messages came from, so that checkpoints name the
+        # records holding them instead of copying them (stores that read their
+        # logs in bulk only).
+        self._refs = (
+            LogRefs(Provenance()) if self.log.store.reads_log_in_bulk else None
+        )
         self._chunker = ChunkEncoder()  # state updates, on the event loop
         # Background checkpoints chunk on the loop, a slice at a time.
         self._checkpoint_chunker = ChunkEncoder()
@@ -218,7 +225,14 @@ class ThreadWriter:
             # Valid from when the lease was written, not from when waiting began.
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
-                loaded = await rebuild(self.log, None, window=True)
+                if self._refs is not None:
+                    self._refs = LogRefs(Provenance())
+                loaded = await rebuild(
+                    self.log,
+                    None,
+                    window=True,
+                    provenance=self._refs.provenance if self._refs else None,
+                )
                 if loaded.head_epoch >= self.epoch:
                     # LEASE was lost or damaged and restarted below the log's
                     # epochs: the fence must outrank every epoch already committed.
@@ -250,6 +264,8 @@ class ThreadWriter:
             self.state, self.version = loaded.state, loaded.head
             self._head_hash = loaded.head_hash
             self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
+            if self._refs is not None and loaded.spans:
+                self._refs.known.update(loaded.spans)
             # Lets a restarted process's retry of a commit that landed before its
             # crash find it, however far back the checkpoint replay started from.
             if loaded.window is not None:
@@ -734,10 +750,14 @@ class ThreadWriter:
     ) -> None:
         apply = AgentStateProjection(self.label).apply
         state = self.state
+        before = state.context
+        length = len(before)
         for event in record.events:
             state = apply(state, record, event)
         state.version = record.version
         self.state = state
+        if self._refs is not None:
+            self._refs.provenance.observe_fold(record, before, length, state.context)
         self.version = record.version
         self._head_hash = digest
         if record.epoch == self.epoch:
@@ -782,6 +802,7 @@ class ThreadWriter:
             self.settings.clock,
             self._checkpoint_step,
             durable=durable,
+            refs=self._refs,
         )
 
     def _checkpoint_step(self) -> None:

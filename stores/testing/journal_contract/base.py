@@ -81,6 +81,7 @@ class RecordingStore(ObjectStore):
         self.inner = inner
         self.url = inner.url
         self.writable = inner.writable
+        self.reads_log_in_bulk = inner.reads_log_in_bulk
         self.calls: list[tuple[str, str, str | None]] = []
         self.before_create = before_create
         self.after_create = after_create

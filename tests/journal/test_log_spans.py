@@ -1,0 +1,349 @@
+"""Checkpoints that name the records holding their messages (log spans).
+
+On local segment files a checkpoint does not copy the context into chunk blobs: each
+chunk is named as the records that added its messages. These tests check that the
+messages are then stored once, that every load equals a full replay whatever the
+history (restarts, tool results, compactions, whole-state replacements, retention),
+that verify checks the spans, and that a span is only ever claimed for messages the
+records really add.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from typing import TYPE_CHECKING
+
+import msgspec
+import pytest
+
+from journal import (
+    ContextCleared,
+    ContextCompacted,
+    Journal,
+    MessageAppended,
+    Msg,
+    SummarySet,
+    ThreadKey,
+    ToolCallCompleted,
+    ToolCallRequested,
+    codec,
+)
+from journal.checkpoint import LogSpan, pack_chunk
+from journal.engine.log import ThreadLog
+from journal.engine.provenance import Provenance
+from projections import AgentStateProjection, fold
+from projections.agent_state import message_added
+from stores.local import LocalStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+class Clock:
+    """A wall clock moved by hand (retention windows)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def new_key() -> ThreadKey:
+    return ThreadKey("spans", f"s-{uuid.uuid4().hex[:10]}")
+
+
+def say(i: int, role: str = "user") -> MessageAppended:
+    # Ids that put a chunk boundary every few messages keep chunks small, so
+    # a short thread has many of them.
+    return MessageAppended(Msg(role, f"message {i} " + "x" * (i % 50), id=f"m-{i}"))
+
+
+async def replayed(j: Journal, key: ThreadKey) -> bytes:
+    records = [r async for r in j.records(key)]
+    projection = AgentStateProjection(str(key))
+    return msgspec.msgpack.encode(fold(projection, projection.initial(key), records))
+
+
+async def refs_of(j: Journal, key: ThreadKey, version: int) -> list[str]:
+    log = ThreadLog(j.store, key)
+    return codec.decode_checkpoint(await log.read_checkpoint(version)).chunks
+
+
+async def assert_right(j: Journal, key: ThreadKey, root: Path) -> None:
+    """Every reader's load equals a full replay; verify finds nothing."""
+    expected = await replayed(j, key)
+    for reader in (Journal.open(root), Journal.open(root, segments=False), j):
+        state, warnings = await reader.load_with_warnings(key)
+        assert warnings == []
+        assert msgspec.msgpack.encode(state) == expected
+    report = await Journal.open(root).verify(key)
+    assert report.problems == [], report
+    assert report.warnings == [], report
+
+
+def blob_bytes(root: Path) -> int:
+    return sum(
+        os.path.getsize(os.path.join(d, f))
+        for d, _, files in os.walk(root)
+        if d.endswith("blobs")
+        for f in files
+    )
+
+
+async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=20)
+    async with j.writer(key) as w:
+        for i in range(300):
+            await w.append([say(i)])
+        await w.checkpoint()
+    versions = await ThreadLog(j.store, key).checkpoint_versions()
+    assert len(versions) >= 5
+    for version in versions:
+        refs = await refs_of(j, key, version)
+        assert refs
+        assert all(r.startswith("@") for r in refs), refs
+    assert blob_bytes(tmp_path) == 0
+    await assert_right(j, key, tmp_path)
+    # The file-per-object layout and object stores copy them, as before.
+    files = Journal.open(tmp_path / "files", checkpoint_every=20, segments=False)
+    async with files.writer(key) as w:
+        for i in range(30):
+            await w.append([say(i)])
+        await w.checkpoint()
+    last = (await ThreadLog(files.store, key).checkpoint_versions())[-1]
+    assert not any(r.startswith("@") for r in await refs_of(files, key, last))
+
+
+async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=0)
+    async with j.writer(key) as w:
+        for i in range(40):
+            await w.append([say(i)])
+        first = await w.checkpoint()
+        for i in range(40, 45):
+            await w.append([say(i)])  # a tail the next writer replays
+    before = await refs_of(j, key, first)
+    async with Journal.open(tmp_path, checkpoint_every=0).writer(key) as w:
+        for i in range(45, 80):
+            await w.append([say(i)])
+        second = await w.checkpoint()
+    after = await refs_of(j, key, second)
+    # The chunks the first checkpoint closed are named alike; later ones are
+    # spans too (traced through the replayed tail and the new commits).
+    closed = before[:-1]
+    assert after[: len(closed)] == closed
+    assert all(r.startswith("@") for r in after)
+    assert blob_bytes(tmp_path) == 0
+    # An explicit checkpoint by a reader (no writer) traces them as well.
+    async with Journal.open(tmp_path, checkpoint_every=0).writer(key) as w:
+        await w.append([say(80)])
+    version = await Journal.open(tmp_path).checkpoint(key)
+    assert all(r.startswith("@") for r in await refs_of(j, key, version))
+    assert blob_bytes(tmp_path) == 0
+    await assert_right(j, key, tmp_path)
+
+
+async def test_tool_results_and_mixed_records(tmp_path: Path):
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=0)
+    async with j.writer(key) as w:
+        for i in range(30):
+            call = f"c{i}"
+            await w.append(
+                [
+                    say(3 * i, "assistant"),
+                    ToolCallRequested(call, "search", {"q": i}),
+                ]
+            )
+            await w.append(
+                [
+                    ToolCallCompleted(
+                        call, f"out {i}", message_id=f"t-{i}", name="search"
+                    ),
+                    SummarySet(f"s{i}"),
+                    say(3 * i + 1),
+                    say(3 * i + 2, "assistant"),
+                ]
+            )
+        version = await w.checkpoint()
+    assert all(r.startswith("@") for r in await refs_of(j, key, version))
+    state = await j.load(key)
+    assert sum(m.role == "tool" for m in state.context) == 30
+    await assert_right(j, key, tmp_path)
+
+
+async def test_compaction_clear_and_replacement(tmp_path: Path):
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=7)
+    async with j.writer(key) as w:
+        for i in range(60):
+            await w.append([say(i)])
+        await w.append([ContextCompacted("sum", [f"m-{i}" for i in range(0, 40, 3)])])
+        for i in range(60, 90):
+            await w.append([say(i)])
+        await w.checkpoint()
+        await w.update("flag", lambda s: setattr(s, "shutdown_interrupted", True))
+        for i in range(90, 120):
+            await w.append([say(i)])
+        await w.checkpoint()
+        await w.append([ContextCleared("new topic")])
+        for i in range(120, 150):
+            await w.append([say(i)])
+    await assert_right(j, key, tmp_path)
+    async with Journal.open(tmp_path, checkpoint_every=7).writer(key) as w:
+        for i in range(150, 170):
+            await w.append([say(i)])
+        await w.checkpoint()
+    await assert_right(j, key, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_random_histories_load_as_replayed(tmp_path: Path, seed: int):
+    rng = random.Random(seed)  # noqa: S311 (test data)
+    key = new_key()
+    n = 0
+    for _ in range(3):  # writers, one after the other
+        j = Journal.open(tmp_path, checkpoint_every=rng.choice([0, 3, 10]))
+        async with j.writer(key) as w:
+            for _ in range(rng.randint(20, 60)):
+                roll = rng.random()
+                if roll < 0.05 and w.state.context:
+                    ids = [m.id for m in w.state.context if rng.random() < 0.3]
+                    await w.append([ContextCompacted("c", ids)])
+                elif roll < 0.07:
+                    await w.append([ContextCleared()])
+                elif roll < 0.10:
+                    await w.checkpoint()
+                elif roll < 0.15:
+                    await w.append([SummarySet(f"s{n}")])
+                else:
+                    events: list[object] = []
+                    for _ in range(rng.randint(1, 4)):
+                        n += 1
+                        if rng.random() < 0.2:
+                            events.append(
+                                ToolCallCompleted(f"c{n}", f"o{n}", message_id=f"t{n}")
+                            )
+                        else:
+                            events.append(say(n))
+                    await w.append(events)
+        await assert_right(j, key, tmp_path)
+
+
+async def test_retention_copies_the_spans_it_would_cut(tmp_path: Path):
+    key = new_key()
+    clock = Clock()
+    j = Journal(LocalStore(tmp_path), checkpoint_every=0, clock=clock)
+    w = await j.acquire(key)
+    for i in range(50):
+        await w.append([say(i)])
+    old = await w.checkpoint()
+    clock.now += 8 * 24 * 3600
+    for i in range(50, 70):
+        await w.append([say(i)])
+    newer = await w.checkpoint()  # still names records below `old`
+    assert any(LogSpan.parse(r).first < old for r in await refs_of(j, key, newer))
+    marker = await j.retain(key)
+    assert marker is not None
+    assert marker.checkpoint == old
+    for version in (old, newer):
+        refs = await refs_of(j, key, version)
+        assert not any(r.startswith("@") and LogSpan.parse(r).first < old for r in refs)
+    assert blob_bytes(tmp_path) > 0
+    # The writer, alive all along, names nothing retention removed.
+    for i in range(70, 90):
+        await w.append([say(i)])
+    latest = await w.checkpoint()
+    refs = await refs_of(j, key, latest)
+    assert not any(r.startswith("@") and LogSpan.parse(r).first < old for r in refs)
+    await w.close()
+    expected_texts = [f"message {i} " + "x" * (i % 50) for i in range(90)]
+    for reader in (Journal.open(tmp_path), j):
+        state, warnings = await reader.load_with_warnings(key)
+        assert warnings == []
+        assert [m.text for m in state.context] == expected_texts
+    report = await Journal.open(tmp_path).verify(key)
+    assert report.problems == [], report
+
+
+async def test_encrypted_and_compressed_journals(tmp_path: Path):
+    pytest.importorskip("zstandard")
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=10, compression="zstd")
+    async with j.writer(key) as w:
+        for i in range(60):
+            await w.append([say(i)])
+    last = (await ThreadLog(j.store, key).checkpoint_versions())[-1]
+    assert all(r.startswith("@") for r in await refs_of(j, key, last))
+    await assert_right(j, key, tmp_path)
+
+
+def test_provenance_claims_only_contiguous_records():
+    p = Provenance()
+    a = [Msg("user", f"a{i}") for i in range(3)]
+    b = [Msg("user", f"b{i}") for i in range(2)]
+    c = [Msg("user", "c")]
+    p.observe(1, a)
+    p.observe(2, [])
+    p.observe(3, b)
+    p.observe(5, c)  # version 4 was never seen
+    digest = "0" * 64
+    assert p.span(a[1:] + b, digest) == LogSpan(1, 1, 3, 4, digest)
+    assert p.span(a + b[:1], digest) == LogSpan(1, 0, 3, 4, digest)
+    assert p.span([a[0], a[2]], digest) is None  # a message left out
+    assert p.span(a[:2] + b, digest) is None  # a[2] left out at the end of 1
+    assert p.span(b + c, digest) is None  # version 4 unknown
+    assert p.span([b[1], b[0]], digest) is None  # out of order
+    copy = msgspec.structs.replace(a[0])
+    assert copy == a[0]
+    assert p.span([copy, a[1]], digest) is None  # equal is not the same message
+    p.forget_before(3)
+    assert p.span(a, digest) is None
+    assert p.span(b, digest) == LogSpan(3, 0, 3, 2, digest)
+
+
+def test_span_references_parse_strictly():
+    digest = pack_chunk([Msg("user", "x")])[0]
+    span = LogSpan(7, 2, 9, 5, digest)
+    assert LogSpan.parse(span.ref()) == span
+    assert LogSpan.parse(digest) is None
+    for bad in (
+        f"@7.2.9.5.{digest[:-1]}",
+        f"@7.2.6.5.{digest}",  # ends before it starts
+        f"@0.2.9.5.{digest}",
+        f"@7.2.9.0.{digest}",
+        f"@07.2.9.5.{digest}",
+        f"@7.2.9.5.{digest.upper()}",
+        f"@7.2.9.5.{digest}\n",
+        "@",
+    ):
+        with pytest.raises(ValueError, match="log span"):
+            LogSpan.parse(bad)
+
+
+def test_message_added_agrees_with_the_fold():
+    projection = AgentStateProjection("t")
+    key = ThreadKey("a", "s")
+    record = codec.Record(1, 1, "w", "b", None, 0.0, "", "", [])
+    samples: list[object] = [
+        say(1),
+        ToolCallCompleted("c", "out", message_id="t1", name="n"),
+        ToolCallCompleted("c", "out"),  # schema 1: no message
+        ToolCallRequested("c", "n"),
+        SummarySet("s"),
+        ContextCleared(),
+    ]
+    for event in samples:
+        state = projection.initial(key)
+        state.context.append(Msg("user", "before"))
+        state = projection.apply(state, record, event)
+        added = message_added(event)
+        if added is None:
+            assert len(state.context) <= 1
+        else:
+            assert state.context[-1] == added
