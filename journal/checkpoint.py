@@ -235,8 +235,10 @@ def decode_chunk(data: bytes) -> list[Msg]:
         raise msgspec.DecodeError("chunk is nested too deeply to decode") from None
 
 
-_LOG_REF = re.compile(r"@([1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,9})\.([1-9][0-9]{0,19})\."
-                      r"([1-9][0-9]{0,9})\.([0-9a-f]{64})")
+_LOG_REF = re.compile(
+    r"@([1-9][0-9]{0,19})\.(0|[1-9][0-9]{0,9})\.([1-9][0-9]{0,19})\."
+    r"([1-9][0-9]{0,9})\.([0-9a-f]{64})"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1146,62 +1146,83 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
 
 
 def parse_messages(
-    raw: bytes, *, label: str, version: int
-) -> tuple[bytes, bytes, list[ev.Msg]] | None:
-    """Check a record as :func:`parse_record` does; decode only what it adds.
+    raws: Sequence[bytes], first: int, *, label: str
+) -> list[tuple[bytes, bytes, list[ev.Msg]] | None]:
+    """Check records' checksums; decode only the messages they add.
 
-    For reading the messages a checkpoint's log span names: one decode per
-    record, and no :class:`Record` built. Returns ``(prev_hash, hash, messages)``,
-    the messages its events add to the context in order
-    (:func:`journal.events.message_added`), or None when the record needs the
-    general path (:func:`parse_record` then :func:`materialize`): it is
-    encrypted, keeps a message event in a blob or at an older schema, or holds an
-    event type this process has not registered.
+    For reading the messages a checkpoint's log span names: one decode per record,
+    and no :class:`Record` built. ``raws`` are the stored bytes of the records
+    ``first``, ``first + 1``, ... For each, ``(prev_hash, hash, messages)``: its
+    stored chain fields and the messages its events add to the context, in order
+    (:func:`journal.events.message_added`); or None when it needs the general path
+    (:func:`parse_record` then :func:`materialize`): it is encrypted, keeps a
+    message event in a blob or at an older schema, or holds an event type this
+    process has not registered.
+
+    Each record's framing, CRC-32, format and version are checked, as
+    :func:`parse_record` does, but not its SHA-256: like the checkpoint that names
+    them, these reads guard against damage, not forgery (the CRC covers every
+    byte; ``verify`` checks the hash chain). The caller checks that each record's
+    ``prev_hash`` is the stored hash of the one before.
 
     Raises:
         CorruptRecordError: A check failed, naming the thread and version.
     """
-    magic = raw[:4]
-    if magic == RECORD_EMAGIC:
-        return None
-    body_bytes: bytes | memoryview
-    try:
-        if magic == RECORD_ZMAGIC:
-            stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
-            body_bytes = compression.decompress(stored)
-        else:
-            end = _frame_end(RECORD_MAGIC, raw, 32, "record")
-            body_bytes = memoryview(raw)[_HEADER.size : end]
-            digest = raw[end : end + 32]
+    decoder = _message_body_decoder()
+    crc32, unpack_crc, unpack_head = zlib.crc32, _CRC.unpack_from, _HEADER.unpack_from
+    message_type, raw_type = ev.MessageAppended, msgspec.Raw
+    out: list[tuple[bytes, bytes, list[ev.Msg]] | None] = []
+    for version, raw in enumerate(raws, first):
+        magic = raw[:4]
+        body_bytes: bytes | memoryview
         try:
-            body = _message_body_decoder().decode(body_bytes)
-        except msgspec.ValidationError:
-            return None  # the general path tells an unknown type from damage
-    except (ValueError, msgspec.DecodeError) as exc:
-        raise CorruptRecordError(label, version, str(exc)) from None
-    except RecursionError:
-        raise CorruptRecordError(label, version, _TOO_DEEP) from None
-    if body.format != FORMAT_VERSION:
-        raise CorruptRecordError(label, version, f"unknown format {body.format}")
-    if body.version != version:
-        raise CorruptRecordError(
-            label, version, f"record says it is version {body.version}"
-        )
-    hasher = hashlib.sha256(body.prev_hash)
-    hasher.update(body_bytes)
-    if hasher.digest() != digest:
-        raise CorruptRecordError(label, version, "hash does not match the body")
-    messages: list[ev.Msg] = []
-    for envelope in body.events:
-        data = envelope.data
-        if type(data) is msgspec.Raw:
+            if magic == RECORD_MAGIC:
+                # _frame_end, inline: this loop runs once per record of a span.
+                size = len(raw)
+                if size < 44:
+                    raise ValueError(f"record is truncated ({size} bytes)")
+                view = memoryview(raw)
+                if crc32(view[:-4]) != unpack_crc(raw, size - 4)[0]:
+                    raise ValueError("record checksum mismatch")
+                end = 8 + unpack_head(raw)[1]
+                if end + 36 != size:
+                    raise ValueError("record length field disagrees with its size")
+                body_bytes = view[8:end]
+                digest = raw[end : end + 32]
+            elif magic == RECORD_ZMAGIC:
+                stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
+                body_bytes = compression.decompress(stored)
+            else:
+                out.append(None)  # encrypted, or damage parse_record will name
+                continue
+            try:
+                body = decoder.decode(body_bytes)
+            except msgspec.ValidationError:
+                out.append(None)  # the general path tells an unknown type from damage
+                continue
+        except (ValueError, msgspec.DecodeError) as exc:
+            raise CorruptRecordError(label, version, str(exc)) from None
+        except RecursionError:
+            raise CorruptRecordError(label, version, _TOO_DEEP) from None
+        if body.format != FORMAT_VERSION or body.version != version:
+            out.append(None)  # parse_record names what is wrong
             continue
-        if data is None or envelope.schema != envelope.current_schema:
-            return None
-        message = ev.message_added(data)
-        if message is not None:
-            messages.append(message)
-    return body.prev_hash, digest, messages
+        messages: list[ev.Msg] = []
+        for envelope in body.events:
+            data = envelope.data
+            if type(data) is raw_type:
+                continue
+            if data is None or envelope.schema != envelope.current_schema:
+                break
+            if type(data) is message_type:
+                messages.append(data.message)
+            elif (message := ev.message_added(data)) is not None:
+                messages.append(message)
+        else:
+            out.append((body.prev_hash, digest, messages))
+            continue
+        out.append(None)
+    return out
 
 
 # --- checkpoints ----------------------------------------------------------------

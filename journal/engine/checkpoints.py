@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from journal import codec
 from journal.checkpoint import LogSpan, decode_chunk, pack_chunk
@@ -93,9 +93,7 @@ class LogRefs:
         }
 
 
-def parse_refs(
-    version: int, refs: list[str]
-) -> tuple[list[str], dict[str, LogSpan]]:
+def parse_refs(version: int, refs: list[str]) -> tuple[list[str], dict[str, LogSpan]]:
     """Split a checkpoint's chunk references: the blob digests and the log spans.
 
     Raises:
@@ -123,8 +121,10 @@ async def read_spans(
 ) -> dict[int, list[ev.Msg]]:
     """The messages each record of the spans' ranges adds, by version.
 
-    Overlapping and adjacent ranges are read once, as one run; each run's records
-    are checked like a replay's (checksums, no gap, the hash chain within the run).
+    Overlapping and adjacent ranges are read once, as one run. Each record's
+    checksum is checked, none may be missing, and each one's ``prev_hash`` must be
+    the stored hash of the record before it in the run; the hashes themselves are
+    not recomputed (see :func:`codec.parse_messages`).
     ``provenance`` learns where each message came from.
 
     Raises:
@@ -151,38 +151,41 @@ async def _read_run(
 ) -> None:
     """Fill ``added`` for records ``first`` to ``last``, checked like a scan.
 
-    Plain records go through :func:`codec.parse_messages` (one decode each,
-    only the message events built); any other (encrypted, an event in a blob, an
-    unknown type) through the general parse and materialize.
+    Plain records go through :func:`codec.parse_messages` (one decode each, only
+    the messages built, checksums but not hashes checked); any other (encrypted,
+    an event in a blob, an unknown type) through the general parse and
+    materialize.
     """
     label = log.label
     prev: bytes | None = None
     for start in range(first, last + 1, READ_BATCH):
         versions = range(start, min(last, start + READ_BATCH - 1) + 1)
         raw = await log.store.read_many([log.record_key(v) for v in versions])
+        for version, data in zip(versions, raw, strict=True):
+            if data is None:
+                raise CorruptRecordError(label, version, "record is missing")
+        stored = cast("list[bytes]", raw)
         with codec.gc_paused():
-            for version, data in zip(versions, raw, strict=True):
-                if data is None:
-                    raise CorruptRecordError(label, version, "record is missing")
-                fast = codec.parse_messages(data, label=label, version=version)
-                if fast is not None:
-                    prev_hash, digest, messages = fast
-                else:
-                    parsed = await log.parse(data, version, strict=True)
-                    record = (await log.materialize([parsed]))[0]
-                    prev_hash, digest = parsed.body.prev_hash, parsed.hash
-                    messages = [
-                        m for e in record.events if (m := message_added(e)) is not None
-                    ]
-                if prev is not None and prev_hash != prev:
-                    raise ChainBrokenError(
-                        label,
-                        version,
-                        f"hash chain broken: prev_hash does not match version "
-                        f"{version - 1}",
-                    )
-                prev = digest
-                added[version] = messages
+            quick = codec.parse_messages(stored, start, label=label)
+        for version, data, found in zip(versions, stored, quick, strict=True):
+            if found is not None:
+                prev_hash, digest, messages = found
+            else:
+                parsed = await log.parse(data, version, strict=True)
+                record = (await log.materialize([parsed]))[0]
+                prev_hash, digest = parsed.body.prev_hash, parsed.hash
+                messages = [
+                    m for e in record.events if (m := message_added(e)) is not None
+                ]
+            if prev is not None and prev_hash != prev:
+                raise ChainBrokenError(
+                    label,
+                    version,
+                    f"hash chain broken: prev_hash does not match version "
+                    f"{version - 1}",
+                )
+            prev = digest
+            added[version] = messages
 
 
 def span_messages(
@@ -242,9 +245,7 @@ async def read_checkpoint(
     state = decode_state(body.state)
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blobs(blobs) if blobs else {}
-    added = (
-        await read_spans(log, list(spans.values()), provenance) if spans else {}
-    )
+    added = await read_spans(log, list(spans.values()), provenance) if spans else {}
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.
     with codec.gc_paused():

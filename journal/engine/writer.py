@@ -168,9 +168,7 @@ class ThreadWriter:
         # Where the context's messages came from, so that checkpoints name the
         # records holding them instead of copying them (stores that read their
         # logs in bulk only).
-        self._refs = (
-            LogRefs(Provenance()) if self.log.store.reads_log_in_bulk else None
-        )
+        self._refs = LogRefs(Provenance()) if self.log.store.reads_log_in_bulk else None
         self._chunker = ChunkEncoder()  # state updates, on the event loop
         # Background checkpoints chunk on the loop, a slice at a time.
         self._checkpoint_chunker = ChunkEncoder()
