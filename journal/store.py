@@ -256,6 +256,24 @@ class ObjectStore(abc.ABC):
 
         return list(await asyncio.gather(*(one(k) for k in keys)))
 
+    async def read_siblings(
+        self, prefix: str, names: Sequence[str]
+    ) -> builtins.list[bytes | None]:
+        """Read the objects ``prefix + name`` of one "directory"; a missing one is None.
+
+        ``prefix`` ends with ``/`` and no name holds one: a thread's records, read a
+        run at a time. The default is :meth:`read_many`; the local store looks the
+        directory up once instead of once per key.
+
+        Raises:
+            ValueError: A name is empty or holds a ``/`` (or is otherwise not a
+                valid last part of a key for this store).
+        """
+        for name in names:
+            if not name or "/" in name:
+                raise ValueError(f"invalid object key {prefix + name!r}")
+        return await self.read_many([prefix + name for name in names])
+
     async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         """Whether each of ``keys`` exists.
 

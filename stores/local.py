@@ -456,6 +456,28 @@ class LocalStore(ObjectStore):
                     pass
         return out
 
+    def _read_siblings(
+        self, prefix: str, names: Sequence[str]
+    ) -> builtins.list[bytes | None]:
+        if not names:
+            return []
+        directory, _ = self._locate(prefix + names[0])
+        joined = "\n".join(names)
+        if "/" in joined or _BAD_KEYS.search(joined) is not None:
+            for name in names:  # name the bad one (or find a newline: no harm)
+                if _bad_part(name) or "/" in name:
+                    raise ValueError(f"invalid object key {prefix + name!r}")
+        with _map_errors(prefix + names[0]):
+            found = self._segs.read_many(directory, names)
+        for i, data in enumerate(found):
+            if data is None:  # perhaps a plain file (written with segments=False)
+                try:
+                    with _map_errors(prefix + names[i]):
+                        found[i] = read_whole(os.path.join(directory, names[i]))
+                except ObjectNotFoundError:
+                    pass
+        return found
+
     def _dir_of(self, prefix: str) -> tuple[str, str]:
         prefix = prefix.strip("/")
         if not prefix:
@@ -792,6 +814,11 @@ class LocalStore(ObjectStore):
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:
         return await self._reading(self._read_many, keys)
+
+    async def read_siblings(
+        self, prefix: str, names: Sequence[str]
+    ) -> builtins.list[bytes | None]:
+        return await self._reading(self._read_siblings, prefix, names)
 
     async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         return await self._reading(self._exist_many, keys)

@@ -24,6 +24,7 @@ from journal.engine.batches import ENTRY_SIZE
 from journal.engine.log import READ_BATCH, ChainBrokenError
 from journal.errors import CorruptRecordError
 from journal.events import message_added
+from journal.layout import RECORD_SUFFIX, version_name
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -160,7 +161,9 @@ async def _read_run(
     prev: bytes | None = None
     for start in range(first, last + 1, READ_BATCH):
         versions = range(start, min(last, start + READ_BATCH - 1) + 1)
-        raw = await log.store.read_many([log.record_key(v) for v in versions])
+        raw = await log.store.read_siblings(
+            log.log_dir, [f"{version_name(v)}{RECORD_SUFFIX}" for v in versions]
+        )
         for version, data in zip(versions, raw, strict=True):
             if data is None:
                 raise CorruptRecordError(label, version, "record is missing")

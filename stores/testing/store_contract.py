@@ -363,6 +363,31 @@ class StoreContract:
         assert await store.read_many([]) == []
         assert await store.read_many([missing], concurrency=1) == [None]
 
+    async def test_read_siblings(self, store: ObjectStore, key_prefix: str) -> None:
+        """``read_siblings`` reads ``prefix + name`` as ``read_many`` would.
+
+        Records (kept in segment files by the local store), blobs and plain files,
+        missing and deleted ones as None, in the order asked; a name that is not
+        one path segment is refused (the local store also refuses what its keys
+        refuse, such as a leading ``.``).
+        """
+        log = f"{key_prefix}t/log/"
+        names = [f"{v:020d}.rec" for v in (3, 1, 2)]
+        for name in names[1:]:
+            await store.create(log + name, name.encode())
+        await store.create(log + "plain", b"p")
+        await store.create(log + names[0], b"gone")
+        assert await store.delete(log + names[0])
+        asked = [*names, "plain", "nope", names[1]]
+        expected = await store.read_many([log + n for n in asked])
+        assert expected == [None, names[1].encode(), names[2].encode(), b"p", None,
+                            names[1].encode()]  # fmt: skip
+        assert await store.read_siblings(log, asked) == expected
+        assert await store.read_siblings(log, []) == []
+        for bad in ("a/b", ""):
+            with pytest.raises(ValueError, match="invalid object key"):
+                await store.read_siblings(log, [names[1], bad])
+
     async def test_exist_many(self, store: ObjectStore, key_prefix: str) -> None:
         """``exist_many`` says which keys exist, in order: records, blobs and files.
 

@@ -435,3 +435,13 @@ async def test_closing_a_store_keeps_a_torn_tail_and_a_locked_reserve(tmp_path):
     frames, tail = parse_segment(path)
     assert ([f.name for f in frames][-1], tail) == ("00000000000000000003.rec", 0)
     await store.aclose()
+
+
+async def test_read_siblings_refuses_what_keys_refuse(tmp_path):
+    """A name the local store's keys refuse (hidden, with a NUL) is refused here too."""
+    store = LocalStore(tmp_path)
+    await store.create("t/log/00000000000000000001.rec", b"x")
+    assert await store.read_siblings("t/log/", ["00000000000000000001.rec"]) == [b"x"]
+    for bad in (".hidden", "a\x00b", "a\\b"):
+        with pytest.raises(ValueError, match="invalid object key"):
+            await store.read_siblings("t/log/", ["00000000000000000001.rec", bad])
