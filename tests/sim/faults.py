@@ -59,6 +59,8 @@ class FaultyStore(ObjectStore):
         self.chaos = chaos
         self.semantics = semantics
         self.url = f"sim+{inner.url}"
+        # The local store's checkpoints name log spans: exercised under faults too.
+        self.reads_log_in_bulk = inner.reads_log_in_bulk
 
     async def _call(
         self,
