@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import statistics
@@ -433,6 +434,46 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
             f"(decoding the context alone: {floor * 1e3:.2f} ms)",
             f"{med['huge'] / med['small']:.2f}x "
             f"({med['huge'] / floor:.2f}x the decode floor)",
+        )
+    )
+
+    # 3b. What naming log spans costs a load and saves on disk: the same thread
+    #     written twice, checkpoints naming the records (the local default) and
+    #     copying the messages into chunk blobs (as on S3), loads alternating.
+    span_bytes: dict[bool, int] = {}
+    span_times: dict[bool, dict[int, list[float]]] = {}
+    span_keys = {100: ThreadKey("bench", "span-100"), big: ThreadKey("bench", "span")}
+    for spans in (True, False):
+        span_root = os.path.join(root, f"spans-{spans}")
+        store = stores.local.LocalStore(span_root, fsync=False)
+        store.reads_log_in_bulk = spans
+        for n, key in span_keys.items():
+            await fill(Journal(store), key, n, make=peers_turn)
+        span_bytes[spans] = du(span_root)[0]
+        span_times[spans] = {n: [] for n in span_keys}
+    for _ in range(9):
+        for spans in (True, False):
+            reader = Journal.open(os.path.join(root, f"spans-{spans}"))
+            for n, key in span_keys.items():
+                span_times[spans][n].append(
+                    await timed(functools.partial(reader.load, key))
+                )
+    for n in span_keys:
+        on, off = (statistics.median(span_times[b][n]) for b in (True, False))
+        rows.append(
+            (
+                f"load a {n:,}-turn thread (peers' turn), checkpoints naming log "
+                "spans / copying messages into chunk blobs",
+                f"{on * 1e3:.2f} ms / {off * 1e3:.2f} ms",
+                f"{on / off:.2f}x",
+            )
+        )
+    rows.append(
+        (
+            f"bytes of those two threads ({big:,} + 100 turns), log spans / "
+            "chunk blobs",
+            f"{span_bytes[True]:,} B / {span_bytes[False]:,} B",
+            f"{span_bytes[True] / span_bytes[False]:.2f}x",
         )
     )
 
