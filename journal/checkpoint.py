@@ -36,10 +36,13 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_MODULUS",
     "DEFAULT_CHECKPOINT_EVERY",
+    "LOG_SPANS",
     "MAX_CHUNK_MESSAGES",
+    "SPAN_MIN_DENSITY",
     "CheckpointPolicy",
     "ChunkEncoder",
     "LogSpan",
+    "check_log_spans",
     "decode_chunk",
     "open_run",
     "pack_chunk",
@@ -233,6 +236,40 @@ def decode_chunk(data: bytes) -> list[Msg]:
         return _chunk_decoder.decode(data)
     except RecursionError:
         raise msgspec.DecodeError("chunk is nested too deeply to decode") from None
+
+
+LOG_SPANS = ("auto", "always", "never")
+"""When checkpoints name log spans instead of writing chunk blobs (``log_spans=``).
+
+``"auto"`` (the default): on stores that read records in bulk, for chunks whose
+records add at least :data:`SPAN_MIN_DENSITY` messages each on average (records of
+two messages or more qualify whatever the chunk's edges cut off).
+``"always"``: every chunk whose records are known, on any store (on S3 a load then
+reads those records, one request each). ``"never"``: chunk blobs only, as before
+log spans existed.
+"""
+
+SPAN_MIN_DENSITY = 1.5
+"""Messages per record a span needs under ``log_spans="auto"``.
+
+Reading a span costs a decode per record on top of each message's, so a span over
+records that each add one message (an agent run's: run start, tool call, tool
+result, answer) loads several times slower than a blob; over a turn appended as one
+record of four messages it costs about half again (``benchmarks/bench_commit.py``).
+"""
+
+
+def check_log_spans(value: str) -> str:
+    """``value`` if it is one of :data:`LOG_SPANS`.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if value not in LOG_SPANS:
+        raise ValueError(
+            f"log_spans must be one of {', '.join(LOG_SPANS)}, not {value!r}"
+        )
+    return value
 
 
 _LOG_REF = re.compile(

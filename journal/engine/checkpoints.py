@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from journal import codec
-from journal.checkpoint import LogSpan, decode_chunk, pack_chunk
+from journal.checkpoint import SPAN_MIN_DENSITY, LogSpan, decode_chunk, pack_chunk
 from journal.engine.batches import ENTRY_SIZE
 from journal.engine.log import READ_BATCH, ChainBrokenError
+from journal.engine.provenance import Provenance
 from journal.errors import CorruptRecordError
 from journal.events import message_added
 from journal.layout import RECORD_SUFFIX, version_name
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from journal import events as ev
     from journal.checkpoint import ChunkEncoder
     from journal.engine.log import ThreadLog
-    from journal.engine.provenance import Provenance
+    from journal.store import ObjectStore
     from projections.agent_state import AgentState
 
 __all__ = [
@@ -78,11 +79,24 @@ class LogRefs:
 
     Attributes:
         provenance: Where each message of the writer's context came from.
+        min_density: Messages per record a new span needs (see
+            :data:`journal.checkpoint.SPAN_MIN_DENSITY`); 0 for any.
         known: The log span reference of each chunk digest already stored as one.
     """
 
     provenance: Provenance
+    min_density: float = 0.0
     known: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, log_spans: str, store: ObjectStore) -> LogRefs | None:
+        """The means a journal set to ``log_spans`` has on ``store``, if any."""
+        if log_spans == "never" or (
+            log_spans == "auto" and not store.reads_log_in_bulk
+        ):
+            return None
+        density = SPAN_MIN_DENSITY if log_spans == "auto" else 0.0
+        return cls(Provenance(), density)
 
     def forget_before(self, version: int) -> None:
         """Drop everything that reaches below ``version`` (retention removed it)."""
@@ -326,8 +340,10 @@ async def plan_chunks(
             continue
         if refs is not None:
             ref = refs.known.get(digest)
-            if ref is None and (span := refs.provenance.span(run, digest)) is not None:
-                ref = refs.known[digest] = span.ref()
+            if ref is None:
+                span = refs.provenance.span(run, digest, refs.min_density)
+                if span is not None:
+                    ref = refs.known[digest] = span.ref()
             if ref is not None:
                 names.append(ref)
                 continue

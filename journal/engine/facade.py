@@ -14,12 +14,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from journal import codec
-from journal.checkpoint import CheckpointPolicy, ChunkEncoder
+from journal.checkpoint import CheckpointPolicy, ChunkEncoder, check_log_spans
 from journal.compression import compressor
 from journal.crypto import Encryption, KeyProvider, require_crypto
 from journal.engine.checkpoints import LogRefs, Snapshot, store_checkpoint
 from journal.engine.listing import list_threads, walk_threads
-from journal.engine.provenance import Provenance
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.settings import JournalSettings
@@ -72,9 +71,15 @@ class Journal:
             data then reads as locked (``KeyUnavailableError``), or erased.
         signing_key: An Ed25519 private key (or a PEM file / raw 32 bytes): a
             seal is signed at every checkpoint (see :mod:`journal.seals`).
+        log_spans: When a checkpoint names the records that hold a chunk's
+            messages (a log span) instead of copying them into a blob:
+            ``"auto"`` (on local segment files, for records that add two messages
+            or more each), ``"always"`` or ``"never"``: smaller stores against
+            faster loads (see :data:`journal.checkpoint.LOG_SPANS`). Readers read
+            either, whatever this says.
 
     Raises:
-        ValueError: An unknown ``compression``.
+        ValueError: An unknown ``compression`` or ``log_spans``.
         CompressionUnavailableError: ``compression="zstd"`` without zstandard.
         EncryptionError: ``encryption`` or ``signing_key`` without cryptography.
     """
@@ -89,8 +94,10 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
+        log_spans: str = "auto",
     ) -> None:
         self.store = store
+        self.log_spans = check_log_spans(log_spans)
         self.policy = CheckpointPolicy(checkpoint_every)
         self.blob_threshold = blob_threshold
         self.clock = clock
@@ -117,6 +124,7 @@ class Journal:
             encryption is not None,
             self.signer,
             ThreadIndex(store),
+            self.log_spans,
         )
 
     @classmethod
@@ -129,6 +137,7 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
+        log_spans: str = "auto",
         **storage_options: Any,
     ) -> Journal:
         """Open a journal at ``url``.
@@ -141,12 +150,14 @@ class Journal:
             compression: ``"zstd"`` to compress what writers store (see the class).
             encryption: A key provider: encrypt at rest (see the class).
             signing_key: Sign a seal at every checkpoint (see the class).
+            log_spans: When checkpoints name log spans (see the class).
             **storage_options: Passed to the backend (``fsync=False`` locally;
                 ``endpoint_url``, ``key``, ``secret``, ... for S3).
         """
         from stores.registry import open_store
 
         compressor(compression)  # refuse a bad setting before opening the store
+        check_log_spans(log_spans)
         return cls(
             open_store(url, **storage_options),
             checkpoint_every=checkpoint_every,
@@ -154,6 +165,7 @@ class Journal:
             compression=compression,
             encryption=encryption,
             signing_key=signing_key,
+            log_spans=log_spans,
         )
 
     async def aclose(self) -> None:
@@ -277,7 +289,7 @@ class Journal:
             ValueError: The thread has no records.
         """
         log = self._log(key)
-        refs = LogRefs(Provenance()) if log.store.reads_log_in_bulk else None
+        refs = LogRefs.of(self.log_spans, log.store)
         loaded = await rebuild(
             log, None, window=True, provenance=refs.provenance if refs else None
         )

@@ -76,8 +76,14 @@ class Provenance:
         if len(added) == expected:
             self.observe(record.version, added)
 
-    def span(self, messages: Sequence[Msg], digest: str) -> LogSpan | None:
-        """The span of records that added exactly ``messages``, if this knows one."""
+    def span(
+        self, messages: Sequence[Msg], digest: str, min_density: float = 0.0
+    ) -> LogSpan | None:
+        """The span of records that added exactly ``messages``, if this knows one.
+
+        None too when its records add fewer than ``min_density`` messages each on
+        average (a span costs a decode per record to read back).
+        """
         if not messages:
             return None
         where, added = self._where, self._added
@@ -102,6 +108,8 @@ class Provenance:
                     if added.get(between) != 0:
                         return None
             version, ordinal = v, o
+        if len(messages) < min_density * (version - first + 1):
+            return None
         return LogSpan(first, skip, version, len(messages), digest)
 
     def forget_before(self, version: int) -> None:

@@ -35,6 +35,8 @@ class JournalSettings:
         signer: Signs a seal at every checkpoint, or None.
         index: The store's thread index, which writers register new threads
             in (None: they do not).
+        log_spans: When checkpoints name log spans (see
+            :data:`journal.checkpoint.LOG_SPANS`).
     """
 
     store: ObjectStore
@@ -46,6 +48,7 @@ class JournalSettings:
     encrypt: bool = False
     signer: Signer | None = None
     index: ThreadIndex | None = None
+    log_spans: str = "auto"
 
     def log(self, key: ThreadKey) -> ThreadLog:
         """The :class:`ThreadLog` of ``key`` on this store.

@@ -28,7 +28,6 @@ from journal.engine.batches import DIGEST_SIZE, BatchWindow
 from journal.engine.checkpoints import LogRefs, Snapshot, put_chunks, store_checkpoint
 from journal.engine.diff import diff_states
 from journal.engine.lease import LeaseRecord, LeaseState
-from journal.engine.provenance import Provenance
 from journal.engine.replay import rebuild
 from journal.errors import (
     CorruptRecordError,
@@ -168,7 +167,7 @@ class ThreadWriter:
         # Where the context's messages came from, so that checkpoints name the
         # records holding them instead of copying them (stores that read their
         # logs in bulk only).
-        self._refs = LogRefs(Provenance()) if self.log.store.reads_log_in_bulk else None
+        self._refs = LogRefs.of(settings.log_spans, self.log.store)
         self._chunker = ChunkEncoder()  # state updates, on the event loop
         # Background checkpoints chunk on the loop, a slice at a time.
         self._checkpoint_chunker = ChunkEncoder()
@@ -223,8 +222,7 @@ class ThreadWriter:
             # Valid from when the lease was written, not from when waiting began.
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
-                if self._refs is not None:
-                    self._refs = LogRefs(Provenance())
+                self._refs = LogRefs.of(self.settings.log_spans, self.log.store)
                 loaded = await rebuild(
                     self.log,
                     None,

@@ -32,7 +32,6 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from journal import EnvKey, FencedError, Journal, MessageAppended, Msg, ThreadKey
 from tests.stores._segment_child import torn_cut
@@ -175,10 +174,6 @@ def _install_fault_points() -> None:
     os.pwrite, os.fdatasync = pwrite, fdatasync
 
 
-def _interrupt(state: Any) -> None:
-    state.shutdown_interrupted = True
-
-
 async def fault(j: Journal, key: ThreadKey, point: str) -> None:
     global _armed, _point
     _point = point
@@ -188,12 +183,7 @@ async def fault(j: Journal, key: ThreadKey, point: str) -> None:
         rec = await w.append([say(f"f-{i}")], batch_id=f"f-{i}")
         out(f"ACK {rec.version} f-{i}")
     _armed = True
-    if point == "chunks-before-fdatasync" and j.store.reads_log_in_bulk:
-        # Checkpoints on segments name their records, writing no chunks: a state
-        # replaced whole (no specific event says this change) stores its chunks
-        # durably before its record.
-        await w.update("fault", _interrupt)
-    elif point.startswith(("checkpoint", "chunks", "hint")):
+    if point.startswith(("checkpoint", "chunks", "hint")):
         await w.checkpoint()
     elif point.startswith("lease"):
         await w.renew()

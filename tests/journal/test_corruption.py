@@ -60,10 +60,19 @@ def say(text: str) -> MessageAppended:
 
 
 async def build(
-    where: Where, key: ThreadKey, count: int = 6, checkpoints=(), prefix: str = "msg"
+    where: Where,
+    key: ThreadKey,
+    count: int = 6,
+    checkpoints=(),
+    prefix: str = "msg",
+    log_spans: str = "auto",
 ):
-    """A thread of ``count`` records (the fence + messages); checkpoints as asked."""
-    j = where.open(checkpoint_every=0)
+    """A thread of ``count`` records (the fence + messages); checkpoints as asked.
+
+    One message a record: with ``log_spans="auto"`` its checkpoints copy their
+    messages into chunk blobs, with ``"always"`` they name log spans.
+    """
+    j = where.open(checkpoint_every=0, log_spans=log_spans)
     async with j.writer(key, holder="builder") as w:
         while w.version < count:
             await w.append([say(f"{prefix}-{w.version + 1}")])
@@ -363,8 +372,7 @@ async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(where):
         version_of(k) for op, k, _ in counting.calls if op == "read" and "/log/" in k
     ]
     assert read_versions
-    if not j.store.reads_log_in_bulk:
-        assert min(read_versions) > 4, read_versions
+    assert min(read_versions) > 4, read_versions
 
 
 async def test_checkpoint_missing_a_chunk(where):
@@ -372,13 +380,6 @@ async def test_checkpoint_missing_a_chunk(where):
     j = await build(where, key, count=9, checkpoints=(6,))
     log = ThreadLog(j.store, key)
     blobs = await j.store.list(log.blob_dir)
-    if j.store.reads_log_in_bulk:
-        # Its messages are named as log spans: no chunk blob to lose.
-        assert blobs == []
-        body = jcodec.decode_checkpoint(await log.read_checkpoint(6))
-        assert body.chunks
-        assert all(c.startswith("@") for c in body.chunks)
-        return
     assert blobs  # the checkpoint's message chunks
     for blob in blobs:
         await j.store.delete(blob)
@@ -388,9 +389,7 @@ async def test_checkpoint_missing_a_chunk(where):
 async def test_checkpoint_log_span_that_the_log_does_not_match(where):
     """A span naming more messages than its records add, or another chunk's digest."""
     key = new_key()
-    j = await build(where, key, count=9, checkpoints=(6,))
-    if not j.store.reads_log_in_bulk:
-        return  # its checkpoints copy messages into blobs (the test above)
+    j = await build(where, key, count=9, checkpoints=(6,), log_spans="always")
     log = ThreadLog(j.store, key)
     body = jcodec.decode_checkpoint(await log.read_checkpoint(6))
     [ref] = body.chunks

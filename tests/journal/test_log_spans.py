@@ -1,11 +1,12 @@
 """Checkpoints that name the records holding their messages (log spans).
 
-On local segment files a checkpoint does not copy the context into chunk blobs: each
-chunk is named as the records that added its messages. These tests check that the
-messages are then stored once, that every load equals a full replay whatever the
-history (restarts, tool results, compactions, whole-state replacements, retention),
-that verify checks the spans, and that a span is only ever claimed for messages the
-records really add.
+With ``log_spans="always"``, and by default on local segment files for records
+that add two messages or more each, a checkpoint does not copy the context into
+chunk blobs: each chunk is named as the records that added its messages. These
+tests check that the messages are then stored once, that every load equals a full
+replay whatever the history (restarts, tool results, compactions, whole-state
+replacements, retention), that verify checks the spans, that a span is only ever
+claimed for messages the records really add, and when the default names one.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def blob_bytes(root: Path) -> int:
 
 async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
     key = new_key()
-    j = Journal.open(tmp_path, checkpoint_every=20)
+    j = Journal.open(tmp_path, checkpoint_every=20, log_spans="always")
     async with j.writer(key) as w:
         for i in range(300):
             await w.append([say(i)])
@@ -108,8 +109,8 @@ async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
         assert all(r.startswith("@") for r in refs), refs
     assert blob_bytes(tmp_path) == 0
     await assert_right(j, key, tmp_path)
-    # The file-per-object layout and object stores copy them, as before.
-    files = Journal.open(tmp_path / "files", checkpoint_every=20, segments=False)
+    # Asked for none, checkpoints copy them, as before.
+    files = Journal.open(tmp_path / "files", checkpoint_every=20, log_spans="never")
     async with files.writer(key) as w:
         for i in range(30):
             await w.append([say(i)])
@@ -120,7 +121,7 @@ async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
 
 async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
     key = new_key()
-    j = Journal.open(tmp_path, checkpoint_every=0)
+    j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
     async with j.writer(key) as w:
         for i in range(40):
             await w.append([say(i)])
@@ -128,7 +129,8 @@ async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
         for i in range(40, 45):
             await w.append([say(i)])  # a tail the next writer replays
     before = await refs_of(j, key, first)
-    async with Journal.open(tmp_path, checkpoint_every=0).writer(key) as w:
+    again = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
+    async with again.writer(key) as w:
         for i in range(45, 80):
             await w.append([say(i)])
         second = await w.checkpoint()
@@ -140,9 +142,9 @@ async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
     assert all(r.startswith("@") for r in after)
     assert blob_bytes(tmp_path) == 0
     # An explicit checkpoint by a reader (no writer) traces them as well.
-    async with Journal.open(tmp_path, checkpoint_every=0).writer(key) as w:
+    async with again.writer(key) as w:
         await w.append([say(80)])
-    version = await Journal.open(tmp_path).checkpoint(key)
+    version = await Journal.open(tmp_path, log_spans="always").checkpoint(key)
     assert all(r.startswith("@") for r in await refs_of(j, key, version))
     assert blob_bytes(tmp_path) == 0
     await assert_right(j, key, tmp_path)
@@ -150,7 +152,7 @@ async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
 
 async def test_tool_results_and_mixed_records(tmp_path: Path):
     key = new_key()
-    j = Journal.open(tmp_path, checkpoint_every=0)
+    j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
     async with j.writer(key) as w:
         for i in range(30):
             call = f"c{i}"
@@ -179,7 +181,7 @@ async def test_tool_results_and_mixed_records(tmp_path: Path):
 
 async def test_compaction_clear_and_replacement(tmp_path: Path):
     key = new_key()
-    j = Journal.open(tmp_path, checkpoint_every=7)
+    j = Journal.open(tmp_path, checkpoint_every=7, log_spans="always")
     async with j.writer(key) as w:
         for i in range(60):
             await w.append([say(i)])
@@ -195,7 +197,8 @@ async def test_compaction_clear_and_replacement(tmp_path: Path):
         for i in range(120, 150):
             await w.append([say(i)])
     await assert_right(j, key, tmp_path)
-    async with Journal.open(tmp_path, checkpoint_every=7).writer(key) as w:
+    again = Journal.open(tmp_path, checkpoint_every=7, log_spans="always")
+    async with again.writer(key) as w:
         for i in range(150, 170):
             await w.append([say(i)])
         await w.checkpoint()
@@ -208,7 +211,11 @@ async def test_random_histories_load_as_replayed(tmp_path: Path, seed: int):
     key = new_key()
     n = 0
     for _ in range(3):  # writers, one after the other
-        j = Journal.open(tmp_path, checkpoint_every=rng.choice([0, 3, 10]))
+        j = Journal.open(
+            tmp_path,
+            checkpoint_every=rng.choice([0, 3, 10]),
+            log_spans=rng.choice(["auto", "always", "never"]),
+        )
         async with j.writer(key) as w:
             for _ in range(rng.randint(20, 60)):
                 roll = rng.random()
@@ -238,7 +245,9 @@ async def test_random_histories_load_as_replayed(tmp_path: Path, seed: int):
 async def test_retention_copies_the_spans_it_would_cut(tmp_path: Path):
     key = new_key()
     clock = Clock()
-    j = Journal(LocalStore(tmp_path), checkpoint_every=0, clock=clock)
+    j = Journal(
+        LocalStore(tmp_path), checkpoint_every=0, clock=clock, log_spans="always"
+    )
     w = await j.acquire(key)
     for i in range(50):
         await w.append([say(i)])
@@ -274,7 +283,9 @@ async def test_retention_copies_the_spans_it_would_cut(tmp_path: Path):
 async def test_encrypted_and_compressed_journals(tmp_path: Path):
     pytest.importorskip("zstandard")
     key = new_key()
-    j = Journal.open(tmp_path, checkpoint_every=10, compression="zstd")
+    j = Journal.open(
+        tmp_path, checkpoint_every=10, compression="zstd", log_spans="always"
+    )
     async with j.writer(key) as w:
         for i in range(60):
             await w.append([say(i)])
@@ -347,3 +358,73 @@ def test_message_added_agrees_with_the_fold():
             assert len(state.context) <= 1
         else:
             assert state.context[-1] == added
+
+
+async def test_auto_names_spans_of_dense_records_on_local_segments(tmp_path: Path):
+    """By default: spans where records add two messages or more each, blobs else.
+
+    A span is read back at a decode per record: an agent run's records (one
+    message each) load faster from blobs; a turn appended as one record of
+    several messages is cheap to read back from the log.
+    """
+    sparse, dense = new_key(), new_key()
+    j = Journal.open(tmp_path, checkpoint_every=0)
+    async with j.writer(sparse) as w:
+        for i in range(100):
+            await w.append([say(i)])
+        sparse_at = await w.checkpoint()
+    async with j.writer(dense) as w:
+        for i in range(0, 200, 2):
+            await w.append([say(i), say(i + 1, "assistant")])
+        dense_at = await w.checkpoint()
+    assert not any(r.startswith("@") for r in await refs_of(j, sparse, sparse_at))
+    refs = await refs_of(j, dense, dense_at)
+    spans = [s for r in refs if (s := LogSpan.parse(r)) is not None]
+    # All but a chunk cut down to one message of one record (below the density).
+    assert sum(s.count for s in spans) >= 190, refs
+    assert all(s.count >= 1.5 * (s.last - s.first + 1) for s in spans), spans
+    for key in (sparse, dense):
+        await assert_right(j, key, tmp_path)
+    # Off local segment files, "auto" names none.
+    memory = Journal.open(f"memory://spans-{uuid.uuid4().hex}", checkpoint_every=0)
+    async with memory.writer(dense) as w:
+        for i in range(0, 40, 2):
+            await w.append([say(i), say(i + 1, "assistant")])
+        at = await w.checkpoint()
+    assert not any(r.startswith("@") for r in await refs_of(memory, dense, at))
+
+
+async def test_always_names_spans_on_any_store_and_never_on_none():
+    key = new_key()
+    for setting, expect_spans in (("always", True), ("never", False)):
+        j = Journal.open(f"memory://spans-{uuid.uuid4().hex}", log_spans=setting)
+        async with j.writer(key) as w:
+            for i in range(40):
+                await w.append([say(i)])
+            at = await w.checkpoint()
+        refs = await refs_of(j, key, at)
+        assert refs
+        assert all(r.startswith("@") == expect_spans for r in refs), refs
+        state, warnings = await j.load_with_warnings(key)
+        assert warnings == []
+        assert msgspec.msgpack.encode(state) == await replayed(j, key)
+
+
+def test_log_spans_setting_is_checked(tmp_path: Path):
+    for bad in ("sometimes", "", "AUTO"):
+        with pytest.raises(ValueError, match="log_spans must be one of"):
+            Journal.open(tmp_path, log_spans=bad)
+        with pytest.raises(ValueError, match="log_spans must be one of"):
+            Journal(LocalStore(tmp_path), log_spans=bad)
+
+
+def test_provenance_density():
+    p = Provenance()
+    one = [[Msg("user", f"x{v}")] for v in range(4)]
+    for v, messages in enumerate(one, 1):
+        p.observe(v, messages)
+    chunk = [m for ms in one for m in ms]
+    digest = "0" * 64
+    assert p.span(chunk, digest) == LogSpan(1, 0, 4, 4, digest)
+    assert p.span(chunk, digest, min_density=1.5) is None
+    assert p.span(chunk, digest, min_density=1.0) is not None

@@ -16,10 +16,12 @@ history and checks the invariants that must hold at the moment of a write.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 from journal.errors import (
     ObjectExistsError,
+    ObjectNotFoundError,
     PreconditionFailedError,
     StorageError,
 )
@@ -72,7 +74,15 @@ class FaultyStore(ObjectStore):
         resent: Callable[[T], T] | None = None,
     ) -> T:
         await self.chaos.before(op, key)
-        result = await apply()
+        try:
+            result = await apply()
+        except asyncio.CancelledError:
+            # A crash can cancel the call after the store applied it (the local
+            # store yields to the loop once an inline write is done): what landed
+            # must still be known, or the history misses an unacknowledged record.
+            if op == "create" and data is not None and await self._holds(key, data):
+                self.chaos.landed(op, key, data)
+            raise
         self.chaos.landed(op, key, data)
         if await self.chaos.after(op, key):
             # On S3 the HTTP layer resends a request whose connection dropped (and
@@ -86,6 +96,12 @@ class FaultyStore(ObjectStore):
                 return resent(result)
             raise StorageError(f"sim: the reply to {op} {key} was lost", transient=True)
         return result
+
+    async def _holds(self, key: str, data: bytes) -> bool:
+        try:
+            return (await self.inner.read(key))[0] == data
+        except ObjectNotFoundError:
+            return False
 
     async def create(self, key: str, data: bytes) -> str:
         def resent(_: str) -> str:

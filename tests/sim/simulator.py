@@ -227,6 +227,7 @@ class Config:
     checkers: bool
     retainer: bool
     wait: float
+    log_spans: str
 
     @classmethod
     def draw(cls, rng: random.Random) -> Config:
@@ -246,6 +247,9 @@ class Config:
             checkers=rng.random() < 0.5,
             retainer=rng.random() < 0.3,
             wait=rng.choice([0.0, 0.5 * TTL, 3 * TTL]),
+            # "always": checkpoints name log spans on every backend, whatever
+            # their density ("auto" names the dense ones on the local store).
+            log_spans=rng.choice(["auto", "always"]),
         )
 
 
@@ -296,6 +300,7 @@ class Sim:
             checkpoint_every=self.cfg.checkpoint_every,
             blob_threshold=self.cfg.blob_threshold,
             clock=self.clock.wall,
+            log_spans=self.cfg.log_spans,
         )
 
     # --- tracing ----------------------------------------------------------------
