@@ -108,24 +108,26 @@ async def test_a_background_checkpoint_syncs_nothing(tmp_path: Path, segments: b
     assert len(state.context) == i + 1
 
 
-async def test_an_explicit_checkpoint_is_durable(tmp_path: Path):
-    j = Journal.open(tmp_path / "root", checkpoint_every=0)
+async def _checkpoint_synced(j: Journal) -> tuple[int, set[str]]:
+    """Five records, then an explicit checkpoint: its version and what it synced."""
     async with j.writer(KEY) as w:
         for i in range(5):
             await w.append([say(i)])
         with syncs() as calls:
             version = await w.checkpoint()
-    synced = {path.rsplit("/", 1)[-1] for call, path in calls if call != "rename"}
+    return version, {
+        path.rsplit("/", 1)[-1] for call, path in calls if call != "rename"
+    }
+
+
+async def test_an_explicit_checkpoint_is_durable(tmp_path: Path):
+    j = Journal.open(tmp_path / "root", checkpoint_every=0)
+    version, synced = await _checkpoint_synced(j)
     assert ".seg-blobs" in synced  # its chunks
     assert f"{version:020d}.ckpt" in synced  # the checkpoint file
     # Naming log spans, it has no chunk to sync: the records are durable.
     spans = Journal.open(tmp_path / "spans", checkpoint_every=0, log_spans="always")
-    async with spans.writer(KEY) as w:
-        for i in range(5):
-            await w.append([say(i)])
-        with syncs() as calls:
-            version = await w.checkpoint()
-    synced = {path.rsplit("/", 1)[-1] for call, path in calls if call != "rename"}
+    version, synced = await _checkpoint_synced(spans)
     assert ".seg-blobs" not in synced, synced
     assert f"{version:020d}.ckpt" in synced
     async with j.writer(KEY) as w:
