@@ -438,17 +438,18 @@ async def main(quick: bool) -> list[tuple[str, str, str]]:
     )
 
     # 3b. What naming log spans costs a load and saves on disk: the same thread
-    #     written twice, checkpoints naming the records (the local default) and
-    #     copying the messages into chunk blobs (as on S3), loads alternating.
+    #     written twice, checkpoints naming the records (log_spans="dense") and
+    #     copying the messages into chunk blobs (the default), loads alternating.
     span_bytes: dict[bool, int] = {}
     span_times: dict[bool, dict[int, list[float]]] = {}
     span_keys = {100: ThreadKey("bench", "span-100"), big: ThreadKey("bench", "span")}
     for spans in (True, False):
         span_root = os.path.join(root, f"spans-{spans}")
-        store = stores.local.LocalStore(span_root, fsync=False)
-        store.reads_log_in_bulk = spans
+        spanning = Journal.open(
+            span_root, fsync=False, log_spans="dense" if spans else "never"
+        )
         for n, key in span_keys.items():
-            await fill(Journal(store), key, n, make=peers_turn)
+            await fill(spanning, key, n, make=peers_turn)
         span_bytes[spans] = du(span_root)[0]
         span_times[spans] = {n: [] for n in span_keys}
     for _ in range(9):

@@ -7,7 +7,8 @@ Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--sections NAM
 Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
 
     aj-fsync aj-nofsync aj-memory              agent-journal, local disk / memory://
-    aj-zstd aj-agent                           (compression=zstd; Agent.call writes)
+    aj-zstd aj-spans aj-agent                  (compression=zstd; log_spans="dense";
+                                               Agent.call writes)
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
@@ -80,6 +81,12 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
         "journal_peer",
         "JournalPeer",
         {"fsync": True, "compression": "zstd"},
+        "root",
+    ),
+    "aj-spans": (
+        "journal_peer",
+        "JournalPeer",
+        {"fsync": True, "log_spans": "dense"},
         "root",
     ),
     "aj-memory": ("journal_peer", "JournalPeer", {}, "memory"),

@@ -238,19 +238,27 @@ def decode_chunk(data: bytes) -> list[Msg]:
         raise msgspec.DecodeError("chunk is nested too deeply to decode") from None
 
 
-LOG_SPANS = ("auto", "always", "never")
+LOG_SPANS = ("never", "dense", "always")
 """When checkpoints name log spans instead of writing chunk blobs (``log_spans=``).
 
-``"auto"`` (the default): on stores that read records in bulk, for chunks whose
-records add at least :data:`SPAN_MIN_DENSITY` messages each on average (records of
-two messages or more qualify whatever the chunk's edges cut off).
-``"always"``: every chunk whose records are known, on any store (on S3 a load then
-reads those records, one request each). ``"never"``: chunk blobs only, as before
-log spans existed.
+``"never"`` (the default): chunk blobs only: each message is stored twice (in its
+record and in a chunk), and loads decode a chunk at a time. ``"dense"``: on stores
+that read records in bulk (local segment files), spans for chunks whose records add
+at least :data:`SPAN_MIN_DENSITY` messages each on average (records of two messages
+or more qualify whatever the chunk's edges cut off), such as turns appended whole:
+the store holds each such message once, and loads read it from its record.
+``"always"``: a span for every chunk whose records are known, on any store (on S3 a
+load then reads those records, one request each).
+
+The default keeps loads fast: measured on the peers' workload
+(``benchmarks/RESULTS-peers-runtime.md``), spans cut the bytes of 1,000 turns from
+2.7x their text to 1.5x (1.45x to 0.95x with ``compression="zstd"``), and made a
+5,000-turn load about twice as slow, a small thread's about 1.5x; a stateless agent
+loads its thread at every call.
 """
 
 SPAN_MIN_DENSITY = 1.5
-"""Messages per record a span needs under ``log_spans="auto"``.
+"""Messages per record a span needs under ``log_spans="dense"``.
 
 Reading a span costs a decode per record on top of each message's, so a span over
 records that each add one message (an agent run's: run start, tool call, tool

@@ -80,7 +80,12 @@ class JournalPeer(Adapter):
     module = "journal_peer"
 
     def __init__(
-        self, root: Path | None, *, fsync: bool = True, compression: str | None = None
+        self,
+        root: Path | None,
+        *,
+        fsync: bool = True,
+        compression: str | None = None,
+        log_spans: str = "never",
     ) -> None:
         if root is None:  # a process-wide MemoryStore
             variant = "memory://"
@@ -104,10 +109,17 @@ class JournalPeer(Adapter):
                 f"; records and chunks compressed with {compression} "
                 "(`Journal.open(..., compression=...)`, the `zstd` extra)"
             )
+        if log_spans != "never":
+            variant += f", log_spans={log_spans}"
+            durability += (
+                f"; checkpoints name the records holding their messages "
+                f"(`Journal.open(..., log_spans={log_spans!r})`)"
+            )
         super().__init__(variant, durability)
         self.root = root
         self.fsync = fsync
         self.compression = compression
+        self.log_spans = log_spans
         self.persistent = root is not None
         self.durable = (
             "memory" if root is None else "durable" if fsync else "not durable"
@@ -118,7 +130,12 @@ class JournalPeer(Adapter):
     def _open_journal(self) -> Journal:
         if self.root is None:
             return Journal.open(self.url)
-        return Journal.open(self.url, fsync=self.fsync, compression=self.compression)
+        return Journal.open(
+            self.url,
+            fsync=self.fsync,
+            compression=self.compression,
+            log_spans=self.log_spans,
+        )
 
     async def open(self) -> None:
         self.journal = self._open_journal()

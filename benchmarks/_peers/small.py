@@ -66,12 +66,16 @@ def aj_key(i: int) -> Any:
     return ThreadKey("bench", session_of(i), user_of(i))
 
 
-async def fill_aj(root: Path, n: int, compression: str | None) -> dict[str, Any]:
+async def fill_aj(
+    root: Path, n: int, compression: str | None, log_spans: str = "never"
+) -> dict[str, Any]:
     from _peers.journal_peer import events
     from journal import Journal
 
     turns = [events(make_turn(t)) for t in range(TURNS)]
-    journal = Journal.open(root, fsync=False, compression=compression)
+    journal = Journal.open(
+        root, fsync=False, compression=compression, log_spans=log_spans
+    )
     queue = list(range(n))
 
     async def worker() -> None:
@@ -228,6 +232,13 @@ SYSTEMS: dict[str, tuple[str, Any, Any, Any, str]] = {
         aj_list,
         "",
     ),
+    "aj-spans": (
+        "agent-journal: local disk, log_spans=dense",
+        lambda d, n: fill_aj(d, n, None, "dense"),
+        aj_load_many,
+        aj_list,
+        "",
+    ),
     "openai-sqlite": (
         "OpenAI Agents SDK: SQLiteSession (file)",
         fill_openai,
@@ -256,6 +267,7 @@ LEFT_OUT = (
 PRELOADS = {
     "aj-fsync": ("journal", "stores.registry", "stores.local"),
     "aj-zstd": ("journal", "stores.registry", "stores.local", "zstandard"),
+    "aj-spans": ("journal", "stores.registry", "stores.local"),
     "openai-sqlite": ("agents",),
     "es-sqlite": ("_peers.eventsourcing_peer", "eventsourcing.sqlite"),
 }

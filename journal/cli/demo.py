@@ -546,9 +546,8 @@ async def checkpoint(demo: Demo) -> None:
     await demo.step("A checkpoint")
     version = await demo.journal.checkpoint(demo.key())
     demo.say(
-        f"  checkpoint of alice's thread at v{version}: the state, with its "
-        "messages named by the records that hold them (stored once); a load reads "
-        "it, those messages, and replays only the records after it"
+        f"  checkpoint of alice's thread at v{version}: message bodies go to "
+        "content-addressed chunks; a load reads it plus only the records after it"
     )
 
 

@@ -92,10 +92,10 @@ class LogRefs:
     def of(cls, log_spans: str, store: ObjectStore) -> LogRefs | None:
         """The means a journal set to ``log_spans`` has on ``store``, if any."""
         if log_spans == "never" or (
-            log_spans == "auto" and not store.reads_log_in_bulk
+            log_spans == "dense" and not store.reads_log_in_bulk
         ):
             return None
-        density = SPAN_MIN_DENSITY if log_spans == "auto" else 0.0
+        density = SPAN_MIN_DENSITY if log_spans == "dense" else 0.0
         return cls(Provenance(), density)
 
     def forget_before(self, version: int) -> None:

@@ -71,12 +71,13 @@ class Journal:
             data then reads as locked (``KeyUnavailableError``), or erased.
         signing_key: An Ed25519 private key (or a PEM file / raw 32 bytes): a
             seal is signed at every checkpoint (see :mod:`journal.seals`).
-        log_spans: When a checkpoint names the records that hold a chunk's
+        log_spans: Whether a checkpoint names the records that hold a chunk's
             messages (a log span) instead of copying them into a blob:
-            ``"auto"`` (on local segment files, for records that add two messages
-            or more each), ``"always"`` or ``"never"``: smaller stores against
-            faster loads (see :data:`journal.checkpoint.LOG_SPANS`). Readers read
-            either, whatever this says.
+            ``"never"`` (the default: faster loads), ``"dense"`` (on local
+            segment files, for records that add two messages or more each: about
+            half the bytes) or ``"always"`` (see
+            :data:`journal.checkpoint.LOG_SPANS`). Readers read either, whatever
+            this says.
 
     Raises:
         ValueError: An unknown ``compression`` or ``log_spans``.
@@ -94,7 +95,7 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
-        log_spans: str = "auto",
+        log_spans: str = "never",
     ) -> None:
         self.store = store
         self.log_spans = check_log_spans(log_spans)
@@ -137,7 +138,7 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
-        log_spans: str = "auto",
+        log_spans: str = "never",
         **storage_options: Any,
     ) -> Journal:
         """Open a journal at ``url``.

@@ -59,13 +59,9 @@ async def stored(j: Journal, key: ThreadKey) -> list[bytes]:
 
 async def test_records_and_chunks_are_stored_compressed(tmp_path):
     key = ThreadKey("agent", "s")
-    # The file-per-object layout: its checkpoints copy messages into chunk blobs
-    # (segment files let them name the records instead).
-    plain = Journal(LocalStore(tmp_path / "plain", segments=False), clock=lambda: 1e3)
+    plain = Journal(LocalStore(tmp_path / "plain"), clock=lambda: 1000.0)
     packed = Journal(
-        LocalStore(tmp_path / "packed", segments=False),
-        compression="zstd",
-        clock=lambda: 1000.0,
+        LocalStore(tmp_path / "packed"), compression="zstd", clock=lambda: 1000.0
     )
     await write(plain, key, range(40), checkpoint=True)
     await write(packed, key, range(40), checkpoint=True)

@@ -65,12 +65,12 @@ async def build(
     count: int = 6,
     checkpoints=(),
     prefix: str = "msg",
-    log_spans: str = "auto",
+    log_spans: str = "never",
 ):
     """A thread of ``count`` records (the fence + messages); checkpoints as asked.
 
-    One message a record: with ``log_spans="auto"`` its checkpoints copy their
-    messages into chunk blobs, with ``"always"`` they name log spans.
+    With the default ``log_spans`` its checkpoints copy their messages into chunk
+    blobs; with ``"always"`` they name log spans.
     """
     j = where.open(checkpoint_every=0, log_spans=log_spans)
     async with j.writer(key, holder="builder") as w:

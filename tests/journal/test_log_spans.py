@@ -1,12 +1,12 @@
 """Checkpoints that name the records holding their messages (log spans).
 
-With ``log_spans="always"``, and by default on local segment files for records
-that add two messages or more each, a checkpoint does not copy the context into
-chunk blobs: each chunk is named as the records that added its messages. These
+With ``log_spans="always"``, and with ``"dense"`` on local segment files for
+records that add two messages or more each, a checkpoint does not copy the context
+into chunk blobs: each chunk is named as the records that added its messages. These
 tests check that the messages are then stored once, that every load equals a full
 replay whatever the history (restarts, tool results, compactions, whole-state
 replacements, retention), that verify checks the spans, that a span is only ever
-claimed for messages the records really add, and when the default names one.
+claimed for messages the records really add, and when each setting names one.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ async def test_random_histories_load_as_replayed(tmp_path: Path, seed: int):
         j = Journal.open(
             tmp_path,
             checkpoint_every=rng.choice([0, 3, 10]),
-            log_spans=rng.choice(["auto", "always", "never"]),
+            log_spans=rng.choice(["never", "dense", "always"]),
         )
         async with j.writer(key) as w:
             for _ in range(rng.randint(20, 60)):
@@ -360,15 +360,15 @@ def test_message_added_agrees_with_the_fold():
             assert state.context[-1] == added
 
 
-async def test_auto_names_spans_of_dense_records_on_local_segments(tmp_path: Path):
-    """By default: spans where records add two messages or more each, blobs else.
+async def test_dense_names_spans_of_dense_records_on_local_segments(tmp_path: Path):
+    """``"dense"``: spans where records add two messages or more each, blobs else.
 
     A span is read back at a decode per record: an agent run's records (one
     message each) load faster from blobs; a turn appended as one record of
     several messages is cheap to read back from the log.
     """
     sparse, dense = new_key(), new_key()
-    j = Journal.open(tmp_path, checkpoint_every=0)
+    j = Journal.open(tmp_path, checkpoint_every=0, log_spans="dense")
     async with j.writer(sparse) as w:
         for i in range(100):
             await w.append([say(i)])
@@ -385,8 +385,10 @@ async def test_auto_names_spans_of_dense_records_on_local_segments(tmp_path: Pat
     assert all(s.count >= 1.5 * (s.last - s.first + 1) for s in spans), spans
     for key in (sparse, dense):
         await assert_right(j, key, tmp_path)
-    # Off local segment files, "auto" names none.
-    memory = Journal.open(f"memory://spans-{uuid.uuid4().hex}", checkpoint_every=0)
+    # Off local segment files, "dense" names none.
+    memory = Journal.open(
+        f"memory://spans-{uuid.uuid4().hex}", checkpoint_every=0, log_spans="dense"
+    )
     async with memory.writer(dense) as w:
         for i in range(0, 40, 2):
             await w.append([say(i), say(i + 1, "assistant")])
@@ -411,7 +413,7 @@ async def test_always_names_spans_on_any_store_and_never_on_none():
 
 
 def test_log_spans_setting_is_checked(tmp_path: Path):
-    for bad in ("sometimes", "", "AUTO"):
+    for bad in ("sometimes", "", "auto", "DENSE"):
         with pytest.raises(ValueError, match="log_spans must be one of"):
             Journal.open(tmp_path, log_spans=bad)
         with pytest.raises(ValueError, match="log_spans must be one of"):
@@ -428,3 +430,18 @@ def test_provenance_density():
     assert p.span(chunk, digest) == LogSpan(1, 0, 4, 4, digest)
     assert p.span(chunk, digest, min_density=1.5) is None
     assert p.span(chunk, digest, min_density=1.0) is not None
+
+
+async def test_the_default_names_no_span(tmp_path: Path):
+    """By default checkpoints copy their messages into chunk blobs (faster loads)."""
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=0)
+    async with j.writer(key) as w:
+        for i in range(0, 80, 4):
+            await w.append([say(i + k) for k in range(4)])
+        at = await w.checkpoint()
+    refs = await refs_of(j, key, at)
+    assert refs
+    assert not any(r.startswith("@") for r in refs)
+    assert blob_bytes(tmp_path) > 0
+    await assert_right(j, key, tmp_path)

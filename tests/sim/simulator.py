@@ -248,8 +248,8 @@ class Config:
             retainer=rng.random() < 0.3,
             wait=rng.choice([0.0, 0.5 * TTL, 3 * TTL]),
             # "always": checkpoints name log spans on every backend, whatever
-            # their density ("auto" names the dense ones on the local store).
-            log_spans=rng.choice(["auto", "always"]),
+            # their density ("dense" names the dense ones on the local store).
+            log_spans=rng.choice(["never", "dense", "always"]),
         )
 
 
