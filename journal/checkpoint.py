@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_EVERY",
     "LOG_SPANS",
     "MAX_CHUNK_MESSAGES",
+    "SPAN_MAX_RECORDS",
     "SPAN_MIN_DENSITY",
     "CheckpointPolicy",
     "ChunkEncoder",
@@ -238,23 +239,24 @@ def decode_chunk(data: bytes) -> list[Msg]:
         raise msgspec.DecodeError("chunk is nested too deeply to decode") from None
 
 
-LOG_SPANS = ("never", "dense", "always")
+LOG_SPANS = ("dense", "never", "always")
 """When checkpoints name log spans instead of writing chunk blobs (``log_spans=``).
 
-``"never"`` (the default): chunk blobs only: each message is stored twice (in its
-record and in a chunk), and loads decode a chunk at a time. ``"dense"``: on stores
-that read records in bulk (local segment files), spans for chunks whose records add
-at least :data:`SPAN_MIN_DENSITY` messages each on average (records of two messages
-or more qualify whatever the chunk's edges cut off), such as turns appended whole:
-the store holds each such message once, and loads read it from its record.
-``"always"``: a span for every chunk whose records are known, on any store (on S3 a
-load then reads those records, one request each).
+``"dense"`` (the default): on stores that read records in bulk (local segment
+files), while the thread holds at most :data:`SPAN_MAX_RECORDS` records, for chunks
+whose records add at least :data:`SPAN_MIN_DENSITY` messages each on average
+(records of two messages or more qualify whatever the chunk's edges cut off), such
+as turns appended whole: each such message is stored once, and loads read it from
+its record. ``"never"``: chunk blobs only, each message stored twice (its record, a
+chunk). ``"always"``: a span for every chunk whose records are known, on any store
+and at any length (on S3 a load then reads those records, one request each).
 
-The default keeps loads fast: measured on the peers' workload
-(``benchmarks/RESULTS-peers-runtime.md``), spans cut the bytes of 1,000 turns from
-2.7x their text to 1.5x (1.45x to 0.95x with ``compression="zstd"``), and made a
-5,000-turn load about twice as slow, a small thread's about 1.5x; a stateless agent
-loads its thread at every call.
+Measured on the peers' workload (``benchmarks/RESULTS.md``): spans cut the bytes of
+1,000 turns from 2.7x their text to 1.5x (1.45x to 0.95x with ``compression=
+"zstd"``) and load a 100-turn thread in a fresh process in 0.6x the time (one file
+read instead of two), but decode a record per span record: an agent run's thread
+(about one message a record) loaded several times slower, and a 5,000-turn one
+about twice as slow, hence the density and length limits.
 """
 
 SPAN_MIN_DENSITY = 1.5
@@ -264,6 +266,17 @@ Reading a span costs a decode per record on top of each message's, so a span ove
 records that each add one message (an agent run's: run start, tool call, tool
 result, answer) loads several times slower than a blob; over a turn appended as one
 record of four messages it costs about half again (``benchmarks/bench_commit.py``).
+"""
+
+
+SPAN_MAX_RECORDS = 1024
+"""The longest thread, in records, whose checkpoints name spans under ``"dense"``.
+
+A local log segment's records: up to here a load reads one log file whether its
+checkpoint names spans or not, and spans spare it the blob file (a fresh process
+loading a 100-turn thread: about 0.6x the time), while what a span costs in decoding
+stays bounded. Past it, the thread's checkpoints copy messages into blobs, so a
+long thread loads as fast as without spans.
 """
 
 

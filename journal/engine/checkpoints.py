@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from journal import codec
-from journal.checkpoint import SPAN_MIN_DENSITY, LogSpan, decode_chunk, pack_chunk
+from journal.checkpoint import (
+    SPAN_MAX_RECORDS,
+    SPAN_MIN_DENSITY,
+    LogSpan,
+    decode_chunk,
+    pack_chunk,
+)
 from journal.engine.batches import ENTRY_SIZE
 from journal.engine.log import READ_BATCH, ChainBrokenError
 from journal.engine.provenance import Provenance
@@ -81,11 +87,14 @@ class LogRefs:
         provenance: Where each message of the writer's context came from.
         min_density: Messages per record a new span needs (see
             :data:`journal.checkpoint.SPAN_MIN_DENSITY`); 0 for any.
+        max_version: The longest thread (in records) whose checkpoints name
+            spans (see :data:`journal.checkpoint.SPAN_MAX_RECORDS`).
         known: The log span reference of each chunk digest already stored as one.
     """
 
     provenance: Provenance
     min_density: float = 0.0
+    max_version: int = 2**63
     known: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -95,8 +104,9 @@ class LogRefs:
             log_spans == "dense" and not store.reads_log_in_bulk
         ):
             return None
-        density = SPAN_MIN_DENSITY if log_spans == "dense" else 0.0
-        return cls(Provenance(), density)
+        if log_spans == "dense":
+            return cls(Provenance(), SPAN_MIN_DENSITY, SPAN_MAX_RECORDS)
+        return cls(Provenance())
 
     def forget_before(self, version: int) -> None:
         """Drop everything that reaches below ``version`` (retention removed it)."""
@@ -370,9 +380,14 @@ async def store_checkpoint(
     before the hint moves. The seal is signed only when the log has a signer (a
     journal opened with a signing key). ``step`` is called each time the work
     resumes (the writer counts them). With ``refs``, chunks the log already holds
-    are named as log spans (see :func:`plan_chunks`); records retention removed
-    are not named (the marker is read first).
+    are named as log spans (see :func:`plan_chunks`) while the thread holds at
+    most ``refs.max_version`` records (a longer one's checkpoints write every
+    chunk as a blob, those named as spans before included); records retention
+    removed are not named (the marker is read first).
     """
+    if refs is not None and snap.version > refs.max_version:
+        # A long thread: its checkpoints copy messages into blobs again (below).
+        refs = None
     if refs is not None:
         marker = await log.read_retention()
         if marker is not None:

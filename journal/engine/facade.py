@@ -73,11 +73,10 @@ class Journal:
             seal is signed at every checkpoint (see :mod:`journal.seals`).
         log_spans: Whether a checkpoint names the records that hold a chunk's
             messages (a log span) instead of copying them into a blob:
-            ``"never"`` (the default: faster loads), ``"dense"`` (on local
-            segment files, for records that add two messages or more each: about
-            half the bytes) or ``"always"`` (see
-            :data:`journal.checkpoint.LOG_SPANS`). Readers read either, whatever
-            this says.
+            ``"dense"`` (the default: on local segment files, for threads of up
+            to 1,024 records that add two messages or more each), ``"never"`` or
+            ``"always"`` (see :data:`journal.checkpoint.LOG_SPANS`). Readers read
+            either, whatever this says.
 
     Raises:
         ValueError: An unknown ``compression`` or ``log_spans``.
@@ -95,7 +94,7 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
-        log_spans: str = "never",
+        log_spans: str = "dense",
     ) -> None:
         self.store = store
         self.log_spans = check_log_spans(log_spans)
@@ -138,7 +137,7 @@ class Journal:
         compression: str | None = None,
         encryption: KeyProvider | Encryption | None = None,
         signing_key: Ed25519PrivateKey | str | os.PathLike[str] | bytes | None = None,
-        log_spans: str = "never",
+        log_spans: str = "dense",
         **storage_options: Any,
     ) -> Journal:
         """Open a journal at ``url``.

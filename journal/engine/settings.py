@@ -48,7 +48,7 @@ class JournalSettings:
     encrypt: bool = False
     signer: Signer | None = None
     index: ThreadIndex | None = None
-    log_spans: str = "never"
+    log_spans: str = "dense"
 
     def log(self, key: ThreadKey) -> ThreadLog:
         """The :class:`ThreadLog` of ``key`` on this store.

@@ -59,9 +59,15 @@ async def stored(j: Journal, key: ThreadKey) -> list[bytes]:
 
 async def test_records_and_chunks_are_stored_compressed(tmp_path):
     key = ThreadKey("agent", "s")
-    plain = Journal(LocalStore(tmp_path / "plain"), clock=lambda: 1000.0)
+    # Chunk blobs, to see them compressed (log spans would store none).
+    plain = Journal(
+        LocalStore(tmp_path / "plain"), clock=lambda: 1000.0, log_spans="never"
+    )
     packed = Journal(
-        LocalStore(tmp_path / "packed"), compression="zstd", clock=lambda: 1000.0
+        LocalStore(tmp_path / "packed"),
+        compression="zstd",
+        clock=lambda: 1000.0,
+        log_spans="never",
     )
     await write(plain, key, range(40), checkpoint=True)
     await write(packed, key, range(40), checkpoint=True)

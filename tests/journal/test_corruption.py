@@ -65,12 +65,12 @@ async def build(
     count: int = 6,
     checkpoints=(),
     prefix: str = "msg",
-    log_spans: str = "never",
+    log_spans: str = "dense",
 ):
     """A thread of ``count`` records (the fence + messages); checkpoints as asked.
 
-    With the default ``log_spans`` its checkpoints copy their messages into chunk
-    blobs; with ``"always"`` they name log spans.
+    One message a record: with the default ``log_spans`` its checkpoints copy
+    their messages into chunk blobs; with ``"always"`` they name log spans.
     """
     j = where.open(checkpoint_every=0, log_spans=log_spans)
     async with j.writer(key, holder="builder") as w:

@@ -31,7 +31,7 @@ from journal import (
     ToolCallRequested,
     codec,
 )
-from journal.checkpoint import LogSpan, pack_chunk
+from journal.checkpoint import SPAN_MAX_RECORDS, LogSpan, pack_chunk
 from journal.engine.log import ThreadLog
 from journal.engine.provenance import Provenance
 from projections import AgentStateProjection, fold
@@ -432,16 +432,30 @@ def test_provenance_density():
     assert p.span(chunk, digest, min_density=1.0) is not None
 
 
-async def test_the_default_names_no_span(tmp_path: Path):
-    """By default checkpoints copy their messages into chunk blobs (faster loads)."""
+async def test_the_default_is_dense_and_stops_at_a_segment(tmp_path: Path):
+    """By default: spans for dense records while the thread fits one log segment.
+
+    Past :data:`SPAN_MAX_RECORDS` records its checkpoints copy every chunk into
+    blobs, those named as spans before included, so that a long thread loads
+    without decoding its records; loads stay right throughout.
+    """
     key = new_key()
     j = Journal.open(tmp_path, checkpoint_every=0)
     async with j.writer(key) as w:
-        for i in range(0, 80, 4):
+        for i in range(0, 400, 4):
             await w.append([say(i + k) for k in range(4)])
-        at = await w.checkpoint()
-    refs = await refs_of(j, key, at)
+        short = await w.checkpoint()
+        assert short <= SPAN_MAX_RECORDS
+        spans = [s for r in await refs_of(j, key, short) if (s := LogSpan.parse(r))]
+        assert sum(s.count for s in spans) >= 390
+        assert blob_bytes(tmp_path) == 0
+        i = 400
+        while w.version <= SPAN_MAX_RECORDS:
+            await w.append([say(i + k) for k in range(4)])
+            i += 4
+        long = await w.checkpoint()
+    refs = await refs_of(j, key, long)
     assert refs
-    assert not any(r.startswith("@") for r in refs)
+    assert not any(r.startswith("@") for r in refs), refs[:3]
     assert blob_bytes(tmp_path) > 0
     await assert_right(j, key, tmp_path)
