@@ -7,7 +7,7 @@ Run: ``python benchmarks/bench_peers.py [--quick] [--only NAMES] [--sections NAM
 Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
 
     aj-fsync aj-nofsync aj-memory              agent-journal, local disk / memory://
-    aj-zstd aj-spans aj-agent                  (compression=zstd; log_spans="dense";
+    aj-zstd aj-blobs aj-agent                  (compression=zstd; log_spans="never";
                                                Agent.call writes)
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
@@ -83,10 +83,10 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
         {"fsync": True, "compression": "zstd"},
         "root",
     ),
-    "aj-spans": (
+    "aj-blobs": (
         "journal_peer",
         "JournalPeer",
-        {"fsync": True, "log_spans": "dense"},
+        {"fsync": True, "log_spans": "never"},
         "root",
     ),
     "aj-memory": ("journal_peer", "JournalPeer", {}, "memory"),

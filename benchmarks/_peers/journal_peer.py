@@ -85,7 +85,7 @@ class JournalPeer(Adapter):
         *,
         fsync: bool = True,
         compression: str | None = None,
-        log_spans: str = "never",
+        log_spans: str = "dense",
     ) -> None:
         if root is None:  # a process-wide MemoryStore
             variant = "memory://"
@@ -109,12 +109,13 @@ class JournalPeer(Adapter):
                 f"; records and chunks compressed with {compression} "
                 "(`Journal.open(..., compression=...)`, the `zstd` extra)"
             )
-        if log_spans != "never":
+        if log_spans != "dense":
             variant += f", log_spans={log_spans}"
             durability += (
-                f"; checkpoints name the records holding their messages "
-                f"(`Journal.open(..., log_spans={log_spans!r})`)"
-            )
+                "; checkpoints copy messages into chunk blobs"
+                if log_spans == "never"
+                else "; checkpoints name the records holding their messages"
+            ) + f" (`Journal.open(..., log_spans={log_spans!r})`)"
         super().__init__(variant, durability)
         self.root = root
         self.fsync = fsync

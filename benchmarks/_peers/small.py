@@ -232,9 +232,9 @@ SYSTEMS: dict[str, tuple[str, Any, Any, Any, str]] = {
         aj_list,
         "",
     ),
-    "aj-spans": (
-        "agent-journal: local disk, log_spans=dense",
-        lambda d, n: fill_aj(d, n, None, "dense"),
+    "aj-blobs": (
+        "agent-journal: local disk, log_spans=never",
+        lambda d, n: fill_aj(d, n, None, "never"),
         aj_load_many,
         aj_list,
         "",
@@ -267,7 +267,7 @@ LEFT_OUT = (
 PRELOADS = {
     "aj-fsync": ("journal", "stores.registry", "stores.local"),
     "aj-zstd": ("journal", "stores.registry", "stores.local", "zstandard"),
-    "aj-spans": ("journal", "stores.registry", "stores.local"),
+    "aj-blobs": ("journal", "stores.registry", "stores.local"),
     "openai-sqlite": ("agents",),
     "es-sqlite": ("_peers.eventsourcing_peer", "eventsourcing.sqlite"),
 }
