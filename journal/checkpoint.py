@@ -251,12 +251,11 @@ its record. ``"never"``: chunk blobs only, each message stored twice (its record
 chunk). ``"always"``: a span for every chunk whose records are known, on any store
 and at any length (on S3 a load then reads those records, one request each).
 
-Measured on the peers' workload (``benchmarks/RESULTS.md``): spans cut the bytes of
-1,000 turns from 2.7x their text to 1.5x (1.45x to 0.95x with ``compression=
-"zstd"``) and load a 100-turn thread in a fresh process in 0.6x the time (one file
-read instead of two), but decode a record per span record: an agent run's thread
-(about one message a record) loaded several times slower, and a 5,000-turn one
-about twice as slow, hence the density and length limits.
+Measured on the peers' workload (``benchmarks/RESULTS.md``, ``RESULTS-commit.md``):
+spans cut the bytes of 1,000 turns from 2.7x their text to 1.5x (1.45x to 0.95x
+with ``compression="zstd"``) and cost a decode per record on every load: about
+1.5x the load time of blobs for turns appended whole, several times for an agent
+run's records (about one message each), hence the density and length limits.
 """
 
 SPAN_MIN_DENSITY = 1.5
@@ -272,11 +271,10 @@ record of four messages it costs about half again (``benchmarks/bench_commit.py`
 SPAN_MAX_RECORDS = 1024
 """The longest thread, in records, whose checkpoints name spans under ``"dense"``.
 
-A local log segment's records: up to here a load reads one log file whether its
-checkpoint names spans or not, and spans spare it the blob file (a fresh process
-loading a 100-turn thread: about 0.6x the time), while what a span costs in decoding
-stays bounded. Past it, the thread's checkpoints copy messages into blobs, so a
-long thread loads as fast as without spans.
+A local log segment's records: it bounds what spans add to a load (decoding at most
+this many records beyond what blobs cost, about 10-15 ms here). Past it, the
+thread's checkpoints copy messages into blobs again, so a long thread loads as
+fast as without spans, and stores its messages twice as it did.
 """
 
 

@@ -67,7 +67,7 @@ def aj_key(i: int) -> Any:
 
 
 async def fill_aj(
-    root: Path, n: int, compression: str | None, log_spans: str = "never"
+    root: Path, n: int, compression: str | None, log_spans: str = "dense"
 ) -> dict[str, Any]:
     from _peers.journal_peer import events
     from journal import Journal
