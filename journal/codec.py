@@ -275,9 +275,15 @@ class EventType:
 
 _BY_NAME: dict[str, EventType] = {}
 _BY_CLASS: dict[type, EventType] = {}
-_GENERATION = [0]
-"""Bumped by every change to the registry (cached decoders built on it go stale)."""
 _UPCASTERS: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+_message_decoder: msgspec.msgpack.Decoder[Any] | None = None
+"""Built from the registry on first use; any change to the registry drops it."""
+
+
+def _forget_message_decoder() -> None:
+    global _message_decoder
+    _message_decoder = None
 
 
 def register_event(
@@ -343,7 +349,7 @@ def _register(
         info.decoder  # noqa: B018 - built now, for its errors
     _BY_NAME[type_name] = info
     _BY_CLASS[cls] = info
-    _GENERATION[0] += 1
+    _forget_message_decoder()
 
 
 def unregister_event(type_name: str) -> EventType:
@@ -363,7 +369,7 @@ def unregister_event(type_name: str) -> EventType:
     if type_name in _BUILTIN_NAMES:
         raise ValueError(f"{type_name!r} is a built-in event type; it stays registered")
     info = _BY_NAME.pop(type_name)
-    _GENERATION[0] += 1
+    _forget_message_decoder()
     _BY_CLASS.pop(info.cls, None)
     return info
 
@@ -1085,9 +1091,6 @@ def materialize(
     )
 
 
-_message_decoder: tuple[int, msgspec.msgpack.Decoder[Any]] | None = None
-
-
 def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
     """A record body decoder that decodes only the events that may add a message.
 
@@ -1097,8 +1100,8 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
     other type its bytes, skipped. A type name not registered fails validation.
     """
     global _message_decoder
-    if _message_decoder is not None and _message_decoder[0] == _GENERATION[0]:
-        return _message_decoder[1]
+    if _message_decoder is not None:
+        return _message_decoder
     members: list[Any] = []
     for name, info in _BY_NAME.items():
         data: Any = (
@@ -1140,9 +1143,8 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
         array_like=True,
         frozen=True,
     )
-    decoder = msgspec.msgpack.Decoder(body)
-    _message_decoder = (_GENERATION[0], decoder)
-    return decoder
+    _message_decoder = msgspec.msgpack.Decoder(body)
+    return _message_decoder
 
 
 def parse_messages(
@@ -1169,7 +1171,6 @@ def parse_messages(
         CorruptRecordError: A check failed, naming the thread and version.
     """
     decoder = _message_body_decoder()
-    crc32, unpack_crc, unpack_head = zlib.crc32, _CRC.unpack_from, _HEADER.unpack_from
     message_type, raw_type = ev.MessageAppended, msgspec.Raw
     out: list[tuple[bytes, bytes, list[ev.Msg]] | None] = []
     for version, raw in enumerate(raws, first):
@@ -1177,17 +1178,8 @@ def parse_messages(
         body_bytes: bytes | memoryview
         try:
             if magic == RECORD_MAGIC:
-                # _frame_end, inline: this loop runs once per record of a span.
-                size = len(raw)
-                if size < 44:
-                    raise ValueError(f"record is truncated ({size} bytes)")
-                view = memoryview(raw)
-                if crc32(view[:-4]) != unpack_crc(raw, size - 4)[0]:
-                    raise ValueError("record checksum mismatch")
-                end = 8 + unpack_head(raw)[1]
-                if end + 36 != size:
-                    raise ValueError("record length field disagrees with its size")
-                body_bytes = view[8:end]
+                end = _frame_end(RECORD_MAGIC, raw, 32, "record")
+                body_bytes = memoryview(raw)[_HEADER.size : end]
                 digest = raw[end : end + 32]
             elif magic == RECORD_ZMAGIC:
                 stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")

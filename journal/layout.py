@@ -38,6 +38,7 @@ __all__ = [
     "ThreadLayout",
     "encode_hint",
     "parse_hint",
+    "record_name",
     "version_name",
     "version_of",
 ]
@@ -62,6 +63,11 @@ BLOB_NAME = re.compile(r"^[0-9a-f]{64}$")
 def version_name(version: int) -> str:
     """``version`` zero-padded to :data:`VERSION_WIDTH` digits."""
     return f"{version:0{VERSION_WIDTH}d}"
+
+
+def record_name(version: int) -> str:
+    """The file name of the record at ``version`` (its key's last part)."""
+    return f"{version:0{VERSION_WIDTH}d}{RECORD_SUFFIX}"
 
 
 def version_of(key: str) -> int | None:
@@ -119,7 +125,7 @@ class ThreadLayout:
 
     def record_key(self, version: int) -> str:
         """The key of the record at ``version``."""
-        return f"{self.log_dir}{version:0{VERSION_WIDTH}d}{RECORD_SUFFIX}"
+        return f"{self.log_dir}{record_name(version)}"
 
     def checkpoint_key(self, version: int) -> str:
         """The key of the checkpoint at ``version``."""

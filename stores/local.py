@@ -443,18 +443,25 @@ class LocalStore(ObjectStore):
             group[0].append(i)
             group[1].append(name)
         for directory, (positions, names) in by_dir.items():
-            with _map_errors(keys[positions[0]]):
-                found = self._segs.read_many(directory, names)
-            for i, name, data in zip(positions, names, found, strict=True):
-                if data is not None:
-                    out[i] = data
-                    continue
+            found = self._read_in(directory, names, [keys[i] for i in positions])
+            for i, data in zip(positions, found, strict=True):
+                out[i] = data
+        return out
+
+    def _read_in(
+        self, directory: str, names: Sequence[str], keys: Sequence[str]
+    ) -> builtins.list[bytes | None]:
+        """Objects ``names`` of one directory (``keys`` name them in errors)."""
+        with _map_errors(keys[0]):
+            found = self._segs.read_many(directory, names)
+        for i, data in enumerate(found):
+            if data is None:  # perhaps a plain file (written with segments=False)
                 try:
                     with _map_errors(keys[i]):
-                        out[i] = read_whole(os.path.join(directory, name))
+                        found[i] = read_whole(os.path.join(directory, names[i]))
                 except ObjectNotFoundError:
                     pass
-        return out
+        return found
 
     def _read_siblings(
         self, prefix: str, names: Sequence[str]
@@ -467,16 +474,7 @@ class LocalStore(ObjectStore):
             for name in names:  # name the bad one (or find a newline: no harm)
                 if _bad_part(name) or "/" in name:
                     raise ValueError(f"invalid object key {prefix + name!r}")
-        with _map_errors(prefix + names[0]):
-            found = self._segs.read_many(directory, names)
-        for i, data in enumerate(found):
-            if data is None:  # perhaps a plain file (written with segments=False)
-                try:
-                    with _map_errors(prefix + names[i]):
-                        found[i] = read_whole(os.path.join(directory, names[i]))
-                except ObjectNotFoundError:
-                    pass
-        return found
+        return self._read_in(directory, names, [prefix + name for name in names])
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
         prefix = prefix.strip("/")

@@ -31,7 +31,7 @@ from journal.engine.log import READ_BATCH, ChainBrokenError
 from journal.engine.provenance import Provenance
 from journal.errors import CorruptRecordError
 from journal.events import message_added
-from journal.layout import RECORD_SUFFIX, version_name
+from journal.layout import record_name
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ async def _read_run(
     for start in range(first, last + 1, READ_BATCH):
         versions = range(start, min(last, start + READ_BATCH - 1) + 1)
         raw = await log.store.read_siblings(
-            log.log_dir, [f"{version_name(v)}{RECORD_SUFFIX}" for v in versions]
+            log.log_dir, [record_name(v) for v in versions]
         )
         for version, data in zip(versions, raw, strict=True):
             if data is None:

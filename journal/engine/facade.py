@@ -290,15 +290,11 @@ class Journal:
         """
         log = self._log(key)
         refs = LogRefs.of(self.log_spans, log.store)
-        loaded = await rebuild(
-            log, None, window=True, provenance=refs.provenance if refs else None
-        )
+        loaded = await rebuild(log, None, window=True, refs=refs)
         for warning in loaded.warnings:
             logger.warning("%s", warning)
         if loaded.head == 0:
             raise ValueError(f"{log.label} has no records to checkpoint")
-        if refs is not None and loaded.spans:
-            refs.known.update(loaded.spans)
         if loaded.checkpoint != loaded.head:
             state = loaded.state
             await store_checkpoint(

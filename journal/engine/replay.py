@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from journal import codec
-from journal.checkpoint import ref_digest
+from journal.checkpoint import LogSpan
 from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import READ_BATCH, ChainBrokenError
@@ -24,8 +24,8 @@ from journal.errors import CorruptRecordError, ObjectNotFoundError
 from projections.agent_state import AgentStateProjection
 
 if TYPE_CHECKING:
+    from journal.engine.checkpoints import LogRefs
     from journal.engine.log import RetentionMarker, ThreadLog
-    from journal.engine.provenance import Provenance
     from projections.agent_state import AgentState
 
 __all__ = ["ForeignCheckpointError", "Loaded", "rebuild"]
@@ -47,7 +47,6 @@ class Loaded:
         head_epoch: The epoch of the record at ``head``.
         window: The idempotency window ending at ``head`` (the checkpoint's,
             extended by the records replayed), when asked for.
-        spans: The log span references of that checkpoint, by chunk digest.
     """
 
     state: AgentState
@@ -58,7 +57,6 @@ class Loaded:
     warnings: list[str]
     head_epoch: int = 0
     window: BatchWindow | None = None
-    spans: dict[str, str] | None = None
 
 
 class ForeignCheckpointError(Exception):
@@ -70,15 +68,16 @@ async def rebuild(
     at_version: int | None,
     *,
     window: bool = False,
-    provenance: Provenance | None = None,
+    refs: LogRefs | None = None,
 ) -> Loaded:
     """Rebuild the thread's state at the head, or as of ``at_version``.
 
     ``window`` asks for the idempotency window too (writers and checkpoints need
-    it; it costs a digest of each replayed record's events). ``provenance`` learns
-    which record added each message of the state (a writer naming log spans needs
-    it); a checkpoint refused after it learned something leaves harmless extra
-    entries, since entries are matched by message identity.
+    it; it costs a digest of each replayed record's events). ``refs`` (a writer
+    naming log spans) learns which record added each message of the state and the
+    spans the checkpoint started from names; a checkpoint refused after its
+    provenance was learned leaves harmless extra entries, since entries are matched
+    by message identity.
 
     Raises:
         ValueError: ``at_version`` is negative, beyond the head, or before what
@@ -130,7 +129,9 @@ async def rebuild(
         else:
             tried.add(version)
             try:
-                base = await read_checkpoint(log, version, provenance)
+                base = await read_checkpoint(
+                    log, version, refs.provenance if refs is not None else None
+                )
             except ObjectNotFoundError:
                 warnings.append(
                     f"{log.label}: checkpoint {version} is missing; skipped"
@@ -149,7 +150,7 @@ async def rebuild(
                 at_version,
                 warnings,
                 window=window,
-                provenance=provenance,
+                refs=refs,
             )
         except ForeignCheckpointError as exc:
             warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
@@ -194,20 +195,25 @@ async def _replay(
     warnings: list[str],
     *,
     window: bool,
-    provenance: Provenance | None,
+    refs: LogRefs | None,
 ) -> Loaded:
     batches: BatchWindow | None = None
-    spans: dict[str, str] = {}
+    chunks: set[str] = set()
+    spans: dict[str, str] = {}  # log span references, by chunk digest
     if base is None:
         state = projection.initial(log.key)
-        start, prev_hash, chunks = 0, codec.GENESIS_HASH, set[str]()
+        start, prev_hash = 0, codec.GENESIS_HASH
         if window:
             batches = BatchWindow()
     else:
         state, body = base
         start, prev_hash = body.version, body.record_hash
-        chunks = {r for r in body.chunks if not r.startswith("@")}
-        spans = {ref_digest(r): r for r in body.chunks if r.startswith("@")}
+        for ref in body.chunks:
+            span = LogSpan.parse(ref)
+            if span is None:
+                chunks.add(ref)
+            else:
+                spans[span.digest] = ref
         if window:
             batches = BatchWindow.unpack(start, body.batches)
     # The listing brings the first records with it (one round trip, not two).
@@ -248,14 +254,19 @@ async def _replay(
                         state = apply(state, record, event)
                     state.version = record.version
                     head_epoch = record.epoch
-                    if provenance is not None:
-                        provenance.observe_fold(record, before, length, state.context)
+                    if refs is not None:
+                        refs.provenance.observe_fold(
+                            record, before, length, state.context
+                        )
     except ChainBrokenError as exc:
         if base is not None and exc.version == start + 1:
             raise ForeignCheckpointError(
                 "does not match the log's record hash"
             ) from None
         raise
+    if refs is not None:
+        # Only now: a checkpoint refused while replaying must not lend its spans.
+        refs.known.update(spans)
     return Loaded(
         state,
         start + len(versions),
@@ -265,5 +276,4 @@ async def _replay(
         warnings,
         head_epoch,
         batches,
-        spans,
     )

@@ -223,12 +223,7 @@ class ThreadWriter:
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
                 self._refs = LogRefs.of(self.settings.log_spans, self.log.store)
-                loaded = await rebuild(
-                    self.log,
-                    None,
-                    window=True,
-                    provenance=self._refs.provenance if self._refs else None,
-                )
+                loaded = await rebuild(self.log, None, window=True, refs=self._refs)
                 if loaded.head_epoch >= self.epoch:
                     # LEASE was lost or damaged and restarted below the log's
                     # epochs: the fence must outrank every epoch already committed.
@@ -260,8 +255,6 @@ class ThreadWriter:
             self.state, self.version = loaded.state, loaded.head
             self._head_hash = loaded.head_hash
             self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
-            if self._refs is not None and loaded.spans:
-                self._refs.known.update(loaded.spans)
             # Lets a restarted process's retry of a commit that landed before its
             # crash find it, however far back the checkpoint replay started from.
             if loaded.window is not None:
