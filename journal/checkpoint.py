@@ -40,6 +40,7 @@ __all__ = [
     "MAX_CHUNK_MESSAGES",
     "SPAN_MAX_RECORDS",
     "SPAN_MIN_DENSITY",
+    "SPAN_REWRITES",
     "CheckpointPolicy",
     "ChunkEncoder",
     "LogSpan",
@@ -273,8 +274,19 @@ SPAN_MAX_RECORDS = 1024
 
 A local log segment's records: it bounds what spans add to a load (decoding at most
 this many records beyond what blobs cost, about 10-15 ms here). Past it, the
-thread's checkpoints copy messages into blobs again, so a long thread loads as
-fast as without spans, and stores its messages twice as it did.
+thread's checkpoints name no new spans and copy the chunks earlier ones named into
+blobs, :data:`SPAN_REWRITES` a checkpoint, so a long thread loads as fast as
+without spans, and stores its messages twice as it did.
+"""
+
+SPAN_REWRITES = 8
+"""Chunks named as spans that one checkpoint past :data:`SPAN_MAX_RECORDS` copies
+into blobs.
+
+About 500 messages: copying all of a 1,024-record thread's at once (some 60 chunks)
+wrote a megabyte beside the turns of that moment, and the turns whose syncs queued
+behind it took ten times their usual time; spread over the next checkpoints, no turn
+waits on more than a few chunks.
 """
 
 

@@ -22,6 +22,7 @@ from journal import codec
 from journal.checkpoint import (
     SPAN_MAX_RECORDS,
     SPAN_MIN_DENSITY,
+    SPAN_REWRITES,
     LogSpan,
     decode_chunk,
     pack_chunk,
@@ -319,12 +320,15 @@ async def plan_chunks(
     written: set[str],
     step: Callable[[], None] | None = None,
     refs: LogRefs | None = None,
+    rewrite: int | None = None,
 ) -> tuple[list[str], list[tuple[str, bytes]]]:
     """Chunk ``messages``: every chunk's reference, and the bytes of new blobs.
 
     A chunk already written as a blob is named by its digest; with ``refs``, one
     stored as a log span before, or whose messages ``refs`` can trace to the records
-    that added them, is named as a log span and not written.
+    that added them, is named as a log span and not written. With ``rewrite`` (a
+    thread past ``refs.max_version``), no new span is named and the first
+    ``rewrite`` chunks named as spans before are written as blobs.
 
     On the event loop, a slice of :data:`CHUNK_SLICE` messages at a time, so that
     commits go on in between (a slice takes well under a millisecond). A worker
@@ -350,10 +354,13 @@ async def plan_chunks(
             continue
         if refs is not None:
             ref = refs.known.get(digest)
-            if ref is None:
+            if ref is None and rewrite is None:
                 span = refs.provenance.span(run, digest, refs.min_density)
                 if span is not None:
                     ref = refs.known[digest] = span.ref()
+            elif ref is not None and rewrite:
+                rewrite -= 1
+                ref = None
             if ref is not None:
                 names.append(ref)
                 continue
@@ -381,18 +388,21 @@ async def store_checkpoint(
     journal opened with a signing key). ``step`` is called each time the work
     resumes (the writer counts them). With ``refs``, chunks the log already holds
     are named as log spans (see :func:`plan_chunks`) while the thread holds at
-    most ``refs.max_version`` records (a longer one's checkpoints write every
-    chunk as a blob, those named as spans before included); records retention
-    removed are not named (the marker is read first).
+    most ``refs.max_version`` records (a longer one's checkpoints name no new
+    span and write :data:`~journal.checkpoint.SPAN_REWRITES` of those named before
+    as blobs each); records retention removed are not named (the marker is read
+    first).
     """
-    if refs is not None and snap.version > refs.max_version:
-        # A long thread: its checkpoints copy messages into blobs again (below).
-        refs = None
+    rewrite = None
     if refs is not None:
         marker = await log.read_retention()
         if marker is not None:
             refs.forget_before(marker.first_retained)
-    digests, fresh = await plan_chunks(chunker, snap.messages, written, step, refs)
+        if snap.version > refs.max_version:
+            rewrite = SPAN_REWRITES
+    digests, fresh = await plan_chunks(
+        chunker, snap.messages, written, step, refs, rewrite
+    )
     if refs is not None:
         refs.provenance.prune(snap.messages, snap.version)
     await log.put_blobs(fresh, derived=True)

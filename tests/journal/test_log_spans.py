@@ -31,7 +31,7 @@ from journal import (
     ToolCallRequested,
     codec,
 )
-from journal.checkpoint import SPAN_MAX_RECORDS, LogSpan, pack_chunk
+from journal.checkpoint import SPAN_MAX_RECORDS, SPAN_REWRITES, LogSpan, pack_chunk
 from journal.engine.log import ThreadLog
 from journal.engine.provenance import Provenance
 from projections import AgentStateProjection, fold
@@ -435,9 +435,10 @@ def test_provenance_density():
 async def test_the_default_is_dense_and_stops_at_a_segment(tmp_path: Path):
     """By default: spans for dense records while the thread fits one log segment.
 
-    Past :data:`SPAN_MAX_RECORDS` records its checkpoints copy every chunk into
-    blobs, those named as spans before included, so that a long thread loads
-    without decoding its records; loads stay right throughout.
+    Past :data:`SPAN_MAX_RECORDS` records its checkpoints name no new span and copy
+    the chunks named as spans into blobs, at most :data:`SPAN_REWRITES` a
+    checkpoint, until none is left, so that a long thread loads without decoding its
+    records; loads stay right throughout.
     """
     key = new_key()
     j = Journal.open(tmp_path, checkpoint_every=0)
@@ -450,12 +451,27 @@ async def test_the_default_is_dense_and_stops_at_a_segment(tmp_path: Path):
         assert sum(s.count for s in spans) >= 390
         assert blob_bytes(tmp_path) == 0
         i = 400
-        while w.version <= SPAN_MAX_RECORDS:
+        while w.version <= SPAN_MAX_RECORDS - 10:
             await w.append([say(i + k) for k in range(4)])
             i += 4
-        long = await w.checkpoint()
-    refs = await refs_of(j, key, long)
-    assert refs
-    assert not any(r.startswith("@") for r in refs), refs[:3]
+        spans = [r for r in await refs_of(j, key, await w.checkpoint()) if r[0] == "@"]
+        assert len(spans) > 2 * SPAN_REWRITES, "the test needs several rewrites"
+        before = set(spans)
+        rounds = 0
+        while spans:
+            for _ in range(20):
+                await w.append([say(i + k) for k in range(4)])
+                i += 4
+            assert w.version > SPAN_MAX_RECORDS
+            refs = await refs_of(j, key, await w.checkpoint())
+            now = [r for r in refs if r[0] == "@"]
+            assert set(now) <= before, "a span named past the limit"
+            # Eight copied, and the open last chunk may have grown into a new one.
+            gone = len(spans) - len(now)
+            assert min(SPAN_REWRITES, len(spans)) <= gone <= SPAN_REWRITES + 1
+            spans = now
+            rounds += 1
+            await assert_right(j, key, tmp_path)
+        assert rounds <= -(-len(before) // SPAN_REWRITES)
     assert blob_bytes(tmp_path) > 0
     await assert_right(j, key, tmp_path)
