@@ -60,7 +60,7 @@ import typing as _typing
 from journal.lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:
-    from journal.cli.app import main
+    from journal.cli.app import main, run
     from journal.cli.commands import open_state_store, state_changes
     from journal.cli.config import (
         DEFAULT_ROOT,
@@ -105,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "parse_storage_options": "journal.cli.config",
     "record_json": "journal.cli.render_json",
     "resolve_root": "journal.cli.config",
+    "run": "journal.cli.app",
     "shorten": "journal.cli.describe",
     "state_changes": "journal.cli.commands",
     "thread_label": "journal.cli.describe",
@@ -131,6 +132,7 @@ __all__ = [
     "parse_storage_options",
     "record_json",
     "resolve_root",
+    "run",
     "shorten",
     "state_changes",
     "thread_label",

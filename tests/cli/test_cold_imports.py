@@ -233,3 +233,37 @@ def test_showing_a_state_loads_no_close_match_search(argv, journal_root, tmp_pat
     assert "difflib" not in loaded
     if "--json" in argv:
         assert "journal.cli.render_text" not in loaded
+
+
+def test_the_process_entry_exits_with_the_status_and_output_of_main(journal_root):
+    """``python -m journal`` (and the console script) run ``journal.cli.run``:
+    ``main`` with the collector frozen around it. The output and exit status are
+    main's: 0 with the state, 2 for a command that does not exist, 1 for a
+    thread that does not exist."""
+    import contextlib
+    import io
+
+    from journal.cli import main
+
+    argv = ["--root", str(journal_root), "--json", "state", *THREAD]
+    expected = io.StringIO()
+    with contextlib.redirect_stdout(expected):
+        assert main(argv) == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cases = [
+        (argv, 0),
+        (["--root", str(journal_root), "no-such-command"], 2),
+        (["--root", str(journal_root), "state", "--agent", "x", "--session", "y"], 1),
+    ]
+    for args, status in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "journal", *args],
+            capture_output=True,
+            env=env,
+            cwd=REPO,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode == status, (args, done.stderr)
+        if status == 0:
+            assert json.loads(done.stdout) == json.loads(expected.getvalue())
