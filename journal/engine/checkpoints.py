@@ -365,7 +365,15 @@ async def plan_chunks(
                 names.append(ref)
                 continue
         names.append(digest)
-        fresh.append((digest, chunker.packed.get(digest) or pack_chunk(run)[1]))
+        packed = chunker.packed.get(digest)
+        if packed is None:
+            # A chunk the chunker did not encode this time (one a span named,
+            # now copied): up to half a millisecond each, so one at a time.
+            packed = pack_chunk(run)[1]
+            if step is not None:
+                step()
+            await asyncio.sleep(0)
+        fresh.append((digest, packed))
     return names, fresh
 
 
