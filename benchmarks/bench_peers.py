@@ -27,9 +27,11 @@ through its own public API (``_peers/<system>_peer.py`` says how and why). For e
 thread length (100, 1,000, 5,000 turns; ``--quick``: 20, 100) every system's thread is
 filled to that length, then ~100 turns are timed there in blocks of 10, the systems
 taking turns block by block (in an order that rotates), so that machine noise hits
-all of them alike. At 1,000 and 5,000 turns each persistent system's thread is loaded
-by a fresh process (``sys.executable`` running this file with ``--child``), which times
-its own open + load after its imports; at 1,000 turns the bytes on disk are counted.
+all of them alike; before each block, an untimed ``os.sync()`` writes back what the
+systems before it left in the page cache. At 1,000 and 5,000 turns each persistent
+system's thread is loaded by a fresh process (``sys.executable`` running this file
+with ``--child``), which times its own open + load after its imports; at 1,000 turns
+the bytes on disk are counted.
 PostgreSQL peers run on a private cluster (``tests/services/postgres.py``) restarted
 with the server's default, durable settings. agent-journal's S3 request counts come
 from moto behind the tests' counting proxy.
@@ -568,6 +570,10 @@ async def run_benchmark(
             for r in range(rounds):
                 order = adapters[r % len(adapters) :] + adapters[: r % len(adapters)]
                 for adapter in order:
+                    # Untimed: the page cache's dirty data goes to disk first, so
+                    # that no block's syncs wait on writing back another system's
+                    # (LangGraph's SqliteSaver writes megabytes a turn at 1,000).
+                    os.sync()
                     samples, background = await timed_block(adapter, plan.block)
                     rows[adapter.key].latencies[length] += samples
                     rows[adapter.key].background[length] += background
@@ -1223,7 +1229,8 @@ def render(res: Results) -> str:
         ),
         f"- Plan: thread lengths {', '.join(f'{n:,}' for n in plan.lengths)} turns; "
         f"{plan.samples} timed turns per system at each length, in blocks of "
-        f"{plan.block} alternating between systems; {plan.load_reps} fresh-process "
+        f"{plan.block} alternating between systems, each block after an untimed "
+        f"`os.sync()`; {plan.load_reps} fresh-process "
         f"load(s) per system at {', '.join(f'{n:,}' for n in plan.load_lengths)} "
         f"turns; bytes on disk at {plan.bytes_at:,} turns.",
         "",

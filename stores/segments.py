@@ -180,8 +180,11 @@ def reserve_for(frames_end: int, cap: int = RESERVE) -> int:
     return min(cap, max(MIN_RESERVE, frames_end // RESERVE_SHARE))
 
 
+@functools.lru_cache(maxsize=4096)
 def segment_of(name: str) -> str | None:
     """The segment file holding the object ``name``, or None for a plain file."""
+    # Cached: record names are the same in every thread ("...0042.rec"), so a
+    # process reading many threads' records asks for the same few thousand.
     match = _RECORD.match(name)
     if match is not None:
         return _numbered(int(match.group(1)))
