@@ -412,7 +412,10 @@ async def store_checkpoint(
         chunker, snap.messages, written, step, refs, rewrite
     )
     if refs is not None:
-        refs.provenance.prune(snap.messages, snap.version)
+        if rewrite is not None:
+            refs.provenance = Provenance()  # it names no new span: drop what it held
+        else:
+            refs.provenance.prune(snap.messages, snap.version)
     await log.put_blobs(fresh, derived=True)
     if step is not None:
         step()

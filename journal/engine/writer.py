@@ -745,8 +745,10 @@ class ThreadWriter:
             state = apply(state, record, event)
         state.version = record.version
         self.state = state
-        if self._refs is not None:
-            self._refs.provenance.observe_fold(record, before, length, state.context)
+        refs = self._refs
+        if refs is not None and record.version <= refs.max_version:
+            # Past max_version no checkpoint names a new span: nothing to learn.
+            refs.provenance.observe_fold(record, before, length, state.context)
         self.version = record.version
         self._head_hash = digest
         if record.epoch == self.epoch:

@@ -473,5 +473,11 @@ async def test_the_default_is_dense_and_stops_at_a_segment(tmp_path: Path):
             rounds += 1
             await assert_right(j, key, tmp_path)
         assert rounds <= -(-len(before) // SPAN_REWRITES)
+        # Past the limit the writer stops learning where messages came from.
+        refs = w._refs
+        assert refs is not None
+        assert len(refs.provenance) == 0
+        await w.append([say(i + k) for k in range(4)])
+        assert len(refs.provenance) == 0
     assert blob_bytes(tmp_path) > 0
     await assert_right(j, key, tmp_path)
