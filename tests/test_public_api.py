@@ -49,26 +49,59 @@ def test_spec_names_are_exported():
     import journal.events
 
     for attr in [
-        "Journal", "ThreadKey", "InvalidKeyError", "Msg", "TextBlock", "ToolUseBlock",
-        "ToolResultBlock", "ThinkingBlock", "MessageAppended", "ToolCallRequested",
-        "ToolCallCompleted", "RunStarted", "RunCompleted", "PermissionRuleSet",
-        "TodosWritten", "ToolGroupActivated", "register_event", "register_upcaster",
-        "JournalError", "VersionConflictError", "StaleStateError", "FencedError",
-        "LeaseHeldError", "CorruptRecordError", "StorageError",
-        "UncertainToolCallsError", "DuplicateRunError",
+        "Journal",
+        "ThreadKey",
+        "InvalidKeyError",
+        "Msg",
+        "TextBlock",
+        "ToolUseBlock",
+        "ToolResultBlock",
+        "ThinkingBlock",
+        "MessageAppended",
+        "ToolCallRequested",
+        "ToolCallCompleted",
+        "RunStarted",
+        "RunCompleted",
+        "PermissionRuleSet",
+        "TodosWritten",
+        "ToolGroupActivated",
+        "register_event",
+        "register_upcaster",
+        "JournalError",
+        "VersionConflictError",
+        "StaleStateError",
+        "FencedError",
+        "LeaseHeldError",
+        "CorruptRecordError",
+        "StorageError",
+        "UncertainToolCallsError",
+        "DuplicateRunError",
     ]:
         assert hasattr(journal, attr), attr
-    for attr in ["AgentStateReplaced", "ContextCleared", "RunInterrupted",
-                 "ToolCallReconciled", "LeaseAcquired", "ThreadCreated"]:
+    for attr in [
+        "AgentStateReplaced",
+        "ContextCleared",
+        "RunInterrupted",
+        "ToolCallReconciled",
+        "LeaseAcquired",
+        "ThreadCreated",
+    ]:
         assert getattr(journal.events, attr) is getattr(journal, attr)
 
 
 def test_error_tree():
     import journal
 
-    for name in ["VersionConflictError", "StaleStateError", "FencedError",
-                 "LeaseHeldError", "CorruptRecordError", "StorageError",
-                 "UncertainToolCallsError", "DuplicateRunError"]:
+    for name in [
+        "VersionConflictError",
+        "StaleStateError",
+        "FencedError",
+        "LeaseHeldError",
+        "CorruptRecordError",
+        "StorageError",
+        "UncertainToolCallsError",
+        "DuplicateRunError",
+    ]:
         assert issubclass(getattr(journal, name), journal.JournalError)
     assert issubclass(journal.InvalidKeyError, ValueError)
     assert issubclass(journal.InvalidKeyError, journal.JournalError)

@@ -38,8 +38,9 @@ def clock() -> Clock:
 
 @pytest.fixture
 def journal(clock: Clock) -> Journal:
-    return Journal(MemoryStore(f"retention-{next(_names)}"), checkpoint_every=10,
-                   clock=clock)
+    return Journal(
+        MemoryStore(f"retention-{next(_names)}"), checkpoint_every=10, clock=clock
+    )
 
 
 async def fill(j: Journal, key: ThreadKey, n: int) -> None:

@@ -31,8 +31,10 @@ Opener = Callable[..., Journal]
 @pytest.fixture(params=["local", "memory"])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
     """Opens a new journal object over the same storage at each call."""
-    url = str(tmp_path / "root") if request.param == "local" else (
-        f"memory://idempotency-{uuid.uuid4().hex}"
+    url = (
+        str(tmp_path / "root")
+        if request.param == "local"
+        else (f"memory://idempotency-{uuid.uuid4().hex}")
     )
 
     def open_journal(checkpoint_every: int = 0) -> Journal:
@@ -206,9 +208,7 @@ async def test_window_edge(opener: Opener):
         assert fresh.version == head + 1
     async with opener().writer(key, holder="third") as w:
         head = w.version
-        assert (await w.append([say("old")], batch_id="old")).version == (
-            fresh.version
-        )
+        assert (await w.append([say("old")], batch_id="old")).version == (fresh.version)
         assert w.version == head
     assert (await batch_ids(opener(), key)).count("old") == 2
 

@@ -353,9 +353,12 @@ def test_a_key_is_a_field_of_a_pydantic_model():
     assert Holder(key=key).key is key
     assert Holder.model_validate({"key": key.model_dump()}).key == key
     assert Holder(key=key).model_dump() == {"key": key.model_dump()}
-    assert ThreadKey.model_validate_json(
-        Holder(key=key).model_dump_json()[len('{"key":') : -1]
-    ) == key
+    assert (
+        ThreadKey.model_validate_json(
+            Holder(key=key).model_dump_json()[len('{"key":') : -1]
+        )
+        == key
+    )
     with pytest.raises(pydantic.ValidationError, match="agent_id"):
         Holder.model_validate({"key": {"agent_id": "", "session_id": "s"}})
 

@@ -165,17 +165,16 @@ async def test_a_record_restored_from_quarantine_makes_the_log_whole(tmp_path):
     report = await Journal.open(tmp_path).verify(KEY)
     assert not report.ok
     kept = Path(found.location).read_bytes()
-    data = kept[frame.data_at - frame.offset : frame.data_at - frame.offset
-                + frame.data_len]
+    data = kept[
+        frame.data_at - frame.offset : frame.data_at - frame.offset + frame.data_len
+    ]
     assert data == original
     (log_dir / record_name(6)).write_bytes(data)
     assert (await store.read(log.record_key(6)))[0] == original
     # The kept bytes name no record the store could read: they stay a problem
     # until the operator, having restored the record, deletes the file.
     report = await Journal.open(tmp_path).verify(KEY)
-    assert [Path(found.location).name in p.message for p in report.problems] == [
-        True
-    ]
+    assert [Path(found.location).name in p.message for p in report.problems] == [True]
     os.unlink(found.location)
     report = await Journal.open(tmp_path).verify(KEY)
     assert report.ok, [str(p) for p in report.problems]
