@@ -2,18 +2,21 @@
 
 The package root and the CLI's packages list where each public name lives and
 import that module the first time the name is asked for, so that importing the
-package (or one of its light modules) stays cheap for a cold command.
+package (or one of its light modules) stays cheap for a cold command. The engine's
+logger is lazy the same way (:func:`lazy_logger`): :mod:`logging` is imported when
+something is first logged.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    import logging
     from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_exports", "lazy_logger"]
 
 
 def lazy_exports(
@@ -48,3 +51,24 @@ def lazy_exports(
         return sorted(set(namespace) | names)
 
     return getattr_, dir_
+
+
+class _LazyLogger:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> object:
+        import logging
+
+        return getattr(logging.getLogger(self._name), attr)
+
+
+def lazy_logger(name: str) -> logging.Logger:
+    """``logging.getLogger(name)``, with :mod:`logging` imported on first use.
+
+    Importing :mod:`logging` (with the traceback and tokenizer modules it loads)
+    was about a twentieth of a cold CLI command that logs nothing. Each attribute
+    is looked up on the real logger, so its level and handlers are the ones the
+    application configured.
+    """
+    return cast("logging.Logger", _LazyLogger(name))

@@ -31,9 +31,10 @@ Backends never let a native exception escape: they raise ``StorageError`` subcla
 from __future__ import annotations
 
 import abc
-import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from journal.loopless import gather
 
 if TYPE_CHECKING:
     import builtins
@@ -245,16 +246,13 @@ class ObjectStore(abc.ABC):
         """
         from journal.errors import ObjectNotFoundError
 
-        sem = asyncio.Semaphore(concurrency)
-
         async def one(key: str) -> bytes | None:
-            async with sem:
-                try:
-                    return (await self.read(key))[0]
-                except ObjectNotFoundError:
-                    return None
+            try:
+                return (await self.read(key))[0]
+            except ObjectNotFoundError:
+                return None
 
-        return list(await asyncio.gather(*(one(k) for k in keys)))
+        return await gather(*(one(k) for k in keys), limit=concurrency)
 
     async def read_siblings(
         self, prefix: str, names: Sequence[str]
@@ -316,17 +314,14 @@ class ObjectStore(abc.ABC):
         """
         from journal.errors import ObjectExistsError
 
-        sem = asyncio.Semaphore(concurrency)
-
         async def one(key: str, data: bytes) -> bool:
-            async with sem:
-                try:
-                    await self.create(key, data)
-                except ObjectExistsError:
-                    return False
-                return True
+            try:
+                await self.create(key, data)
+            except ObjectExistsError:
+                return False
+            return True
 
-        return list(await asyncio.gather(*(one(k, d) for k, d in items)))
+        return await gather(*(one(k, d) for k, d in items), limit=concurrency)
 
     async def put_hint(self, key: str, data: bytes) -> None:
         """Overwrite a hint: an object readers verify and can do without.

@@ -22,7 +22,6 @@ starts with no threads.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import os
@@ -31,7 +30,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from journal.loopless import loop_running
+
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable
 
 __all__ = ["in_flight", "run_blocking"]
@@ -132,9 +134,17 @@ def in_flight() -> int:
 async def run_blocking(fn: Callable[..., _T], *args: Any) -> _T:
     """Run ``fn(*args)`` in a worker thread and return its result.
 
+    With no event loop running (a coroutine driven by ``journal.loopless.run_sync``)
+    it runs here instead: there is no loop to keep free, and the caller waits for
+    the result either way.
+
     Raises:
         BaseException: Whatever ``fn`` raised.
     """
+    if not loop_running():
+        return fn(*args)
+    import asyncio  # loaded already: a loop is running
+
     future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
     _workers.submit((future, fn, args))
     return await future

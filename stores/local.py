@@ -17,7 +17,6 @@ loss or kernel crash. It is an explicit, documented trade.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import hashlib
@@ -36,6 +35,7 @@ from journal.errors import (
     StorageError,
 )
 from journal.layout import LEASE_NAME
+from journal.loopless import pause
 from journal.store import ObjectStore, Quarantined
 from stores._files import (
     DEFAULT_LOCK_TIMEOUT,
@@ -741,7 +741,7 @@ class LocalStore(ObjectStore):
                         self._cost(time.perf_counter() - start)
                         # Let the rest of the loop run (timers such as lease
                         # renewals, other tasks) between appends, as a hop does.
-                        await asyncio.sleep(0)
+                        await pause()
                         return result
             return await run_blocking(self._timed, fn, *args)
         finally:

@@ -6,13 +6,12 @@ stderr, and turns errors into exit statuses.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from journal.cli.config import parse_storage_options, resolve_root
 from journal.cli.errors import (
@@ -52,6 +51,7 @@ from journal.cli.parser import (
 from journal.cli.progress import TerminalProgress
 from journal.engine import Journal
 from journal.errors import InvalidKeyError, JournalError, LeaseHeldError
+from journal.loopless import run_sync
 
 # A cold command pays for every module it imports, so each command's module,
 # the JSON renderer and the export sinks are imported where they are used: see
@@ -59,7 +59,7 @@ from journal.errors import InvalidKeyError, JournalError, LeaseHeldError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
     from contextlib import AbstractContextManager
     from typing import TextIO
 
@@ -70,6 +70,18 @@ if TYPE_CHECKING:
 __all__ = ["Terminal", "exit_status", "main", "run_command"]
 
 NO_COLOR_ENV = "NO_COLOR"
+
+LOOPLESS_COMMANDS = frozenset(
+    {"ls", "log", "state", "diff", "runs", "history", "verify", "export"}
+)
+"""Commands that only read, run without an event loop on a local root.
+
+Their coroutines are driven by ``journal.loopless.run_sync``, the local store's
+file I/O inline: such a command waits on nothing but the disk, and importing and
+starting asyncio was about a tenth of a cold ``state``. ``log --follow`` waits
+between polls, and every other command may write (and so take a lease, which
+renews on a timer): they run under ``asyncio.run``.
+"""
 """Set (to anything) to turn colour off on a terminal too (https://no-color.org)."""
 
 
@@ -146,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             EXIT_USAGE,
         )
     try:
-        return asyncio.run(_run(args))
+        return _drive(_run(args), loopless=_loopless(args))
     except CommandError as exc:
         return _fail(args.command, str(exc), exc.code)
     except InvalidKeyError as exc:
@@ -173,6 +185,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_PROBLEM
+
+
+def _loopless(args: argparse.Namespace) -> bool:
+    if args.command not in LOOPLESS_COMMANDS or getattr(args, "follow", False):
+        return False
+    root = resolve_root(args.root)
+    scheme, sep, _ = root.partition("://")
+    return not sep or scheme.lower() == "file"
+
+
+def _drive(coro: Coroutine[Any, Any, int], *, loopless: bool) -> int:
+    if loopless:
+        return run_sync(coro)
+    import asyncio  # every command that may wait or write runs on a loop
+
+    return asyncio.run(coro)
 
 
 def _lease_held(exc: LeaseHeldError) -> str:
@@ -301,7 +329,7 @@ def _print(
     if json:
         from journal.cli.render_json import render_json
 
-        document = render_json(report)
+        document = render_json(report, indent=(terminal or Terminal(out)).tty)
     binary = getattr(out, "buffer", None)
     if document is not None and binary is not None:
         # Straight to the byte stream: a thread's state can be megabytes of

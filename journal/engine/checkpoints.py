@@ -14,7 +14,6 @@ reads those records (:func:`read_spans`).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
@@ -33,6 +32,7 @@ from journal.engine.provenance import Provenance
 from journal.errors import CorruptRecordError
 from journal.events import message_added
 from journal.layout import record_name
+from journal.loopless import pause
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -345,7 +345,7 @@ async def plan_chunks(
         except StopIteration as done:
             chunks: list[tuple[str, list[ev.Msg]]] = done.value
             break
-        await asyncio.sleep(0)
+        await pause()
     names: list[str] = []
     fresh: list[tuple[str, bytes]] = []
     for digest, run in chunks:
@@ -372,7 +372,7 @@ async def plan_chunks(
             packed = pack_chunk(run)[1]
             if step is not None:
                 step()
-            await asyncio.sleep(0)
+            await pause()
         fresh.append((digest, packed))
     return names, fresh
 

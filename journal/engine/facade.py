@@ -8,7 +8,6 @@ listing (:mod:`journal.engine.listing`). None of those calls back up into it.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
 from journal.keyring import Keyring, owner_of
 from journal.layout import ThreadLayout
+from journal.lazy import lazy_logger
 from journal.seals import Signer
 from projections.agent_state import encode_state
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Journal"]
 
-logger = logging.getLogger("journal")
+logger = lazy_logger("journal")
 
 
 class Journal:

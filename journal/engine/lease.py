@@ -20,9 +20,7 @@ stays a floor, and the writer's fence outranks every epoch in the log in any cas
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,6 +33,7 @@ from journal.errors import (
     ObjectNotFoundError,
     PreconditionFailedError,
 )
+from journal.lazy import lazy_logger
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -57,7 +56,7 @@ __all__ = [
     "write_lease",
 ]
 
-logger = logging.getLogger("journal")
+logger = lazy_logger("journal")
 
 MAX_CLOCK_SKEW = 3600.0
 """Seconds a writer's clock may run ahead of a reader's before its lease's expiry,
@@ -335,6 +334,8 @@ async def acquire_lease(
                 raise LeaseHeldError(
                     label, current.holder, current.epoch, current.expires_at
                 )
+            import asyncio  # only a writer waiting for a lease needs it
+
             await asyncio.sleep(min(delay, remaining, current.expires_at - now + 0.001))
             delay = min(delay * 2, 0.5)
             continue

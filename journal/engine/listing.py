@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from journal import codec
@@ -23,6 +22,7 @@ from journal.keys import (
     key_of_checked_ids,
 )
 from journal.layout import ThreadLayout
+from journal.loopless import gather
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -96,7 +96,7 @@ async def walk_threads(
     # index "~durable", the thread index "~threads"): walked as one, each of their paths
     # would be checked as a thread. The namespaces are listed first, then walked.
     names = [n for n in await store.children("") if is_segment(n)]
-    walks = await asyncio.gather(*(store.descendants("", (n, *rest)) for n in names))
+    walks = await gather(*(store.descendants("", (n, *rest)) for n in names))
     return [path for walk in walks for path in walk]
 
 

@@ -9,7 +9,6 @@ through it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import hashlib
@@ -45,6 +44,7 @@ from journal.layout import (
     version_name,
     version_of,
 )
+from journal.loopless import pause
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -290,7 +290,7 @@ class ThreadLog:
             stored = data
             if self.compress is not None:
                 stored = self.compress(data)
-                await asyncio.sleep(0)  # ~0.1 ms a chunk: let commits in between
+                await pause()  # ~0.1 ms a chunk: let commits in between
             if self.encrypt:
                 stored = self._writing_cipher().seal(crypto.BLOB_MAGIC, digest, stored)
             items.append((self.blob_key(digest), stored))

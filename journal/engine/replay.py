@@ -9,9 +9,8 @@ back to the checkpoint it kept.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
@@ -21,6 +20,7 @@ from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import READ_BATCH, ChainBrokenError
 from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.loopless import gather
 from projections.agent_state import AgentStateProjection
 
 if TYPE_CHECKING:
@@ -176,15 +176,9 @@ async def rebuild(
 async def _candidates_and_marker(
     log: ThreadLog,
 ) -> tuple[list[int], RetentionMarker | None]:
-    listed, read = await asyncio.gather(
-        log.checkpoint_versions(), log.read_retention(), return_exceptions=True
-    )
     # Raised in the order they would be one after the other.
-    if isinstance(listed, BaseException):
-        raise listed
-    if isinstance(read, BaseException):
-        raise read
-    return listed, read
+    listed, read = await gather(log.checkpoint_versions(), log.read_retention())
+    return cast("list[int]", listed), cast("RetentionMarker | None", read)
 
 
 async def _replay(

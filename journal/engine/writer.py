@@ -10,9 +10,7 @@ written in the background on the journal's policy.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +38,8 @@ from journal.errors import (
     StorageError,
     VersionConflictError,
 )
+from journal.lazy import lazy_logger
+from journal.loopless import pause
 from projections.agent_state import (
     AgentState,
     AgentStateProjection,
@@ -47,7 +47,10 @@ from projections.agent_state import (
     keep_log_facts,
 )
 
+# asyncio is imported where a writer uses it: a process that only reads (a cold
+# CLI command, journal.loopless) need not load it.
 if TYPE_CHECKING:
+    import asyncio
     from types import TracebackType
 
     from journal.engine.settings import JournalSettings
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LEFTOVER_AGE", "Mutation", "ThreadWriter", "WriterContext", "WriterOptions"]
 
-logger = logging.getLogger("journal")
+logger = lazy_logger("journal")
 
 Mutation = Callable[[AgentState], AgentState | None]
 """A state change for :meth:`ThreadWriter.update`: edit in place or return anew."""
@@ -176,6 +179,8 @@ class ThreadWriter:
         self._checkpoint_steps = 0
         self._steps_seen = 0
         self._uncertain: dict[int, tuple[str, bytes]] = {}
+        import asyncio
+
         self._lock = asyncio.Lock()
         # Every write of LEASE (renewal, idle marks, release) swaps one etag.
         self._lease_lock = asyncio.Lock()
@@ -303,6 +308,8 @@ class ThreadWriter:
             await self.log.remove_leftovers(LEFTOVER_AGE)
         except JournalError as exc:
             logger.warning("%s: could not remove leftovers: %s", self.label, exc)
+        import asyncio
+
         self._renewer = asyncio.create_task(
             self._renew_loop(), name=f"lease-renewal {self.label}"
         )
@@ -312,6 +319,8 @@ class ThreadWriter:
         lease = self._lease
         taken_at = lease.taken_at if lease is not None else time.monotonic()
         interval = max(0.0, taken_at + self.ttl / 2 - time.monotonic())
+        import asyncio
+
         while not self._closed and self._fenced is None:
             await asyncio.sleep(interval)
             try:
@@ -462,6 +471,8 @@ class ThreadWriter:
         self._closed = True
         if self._renewer is not None:
             self._renewer.cancel()
+            import asyncio
+
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         if self._fenced is None and self.settings.policy.due(
@@ -471,6 +482,8 @@ class ThreadWriter:
         if self._checkpointer is not None:
             # Derived data: however the background checkpoint ended (failed, or
             # its task cancelled), closing goes on; its done callback logged it.
+            import asyncio
+
             await asyncio.wait([self._checkpointer])
         await self._release()
 
@@ -541,7 +554,7 @@ class ThreadWriter:
             # commit started it (it runs during the next commit's I/O): either
             # would only add its work to this append's time.
             if task is before and self._checkpoint_steps == self._steps_seen:
-                await asyncio.sleep(0)
+                await pause()
             self._steps_seen = self._checkpoint_steps
         return record
 
@@ -609,6 +622,8 @@ class ThreadWriter:
                     raise
                 if exc.transient and attempts < _TRANSIENT_RETRIES:
                     attempts += 1
+                    import asyncio
+
                     await asyncio.sleep(0.05 * 2**attempts)
                     continue
                 raise
@@ -764,6 +779,8 @@ class ThreadWriter:
             return
         snapshot = self._snapshot()
         self._last_checkpoint = self.version
+        import asyncio
+
         self._checkpointer = asyncio.create_task(
             self._write_checkpoint(snapshot), name=f"checkpoint {self.label}"
         )
@@ -808,6 +825,8 @@ class ThreadWriter:
         async with self._lock:
             self._check_writable()
             if self._checkpointer is not None:
+                import asyncio
+
                 await asyncio.wait([self._checkpointer])
             snapshot = self._snapshot()
             self._last_checkpoint = self.version

@@ -267,3 +267,28 @@ def test_the_process_entry_exits_with_the_status_and_output_of_main(journal_root
         assert done.returncode == status, (args, done.stderr)
         if status == 0:
             assert json.loads(done.stdout) == json.loads(expected.getvalue())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls"],
+        ["state", *THREAD],
+        ["--json", "state", *THREAD],
+        ["log", *THREAD, "--tail", "3"],
+        ["runs", *THREAD],
+        ["history", *THREAD],
+        ["diff", *THREAD],
+        ["verify"],
+    ],
+    ids=["ls", "state", "state-json", "log-tail", "runs", "history", "diff", "verify"],
+)
+def test_a_reading_command_on_a_local_root_runs_without_asyncio_or_logging(
+    argv, journal_root, tmp_path
+):
+    """Reading commands drive their coroutines without an event loop
+    (``journal.loopless``): asyncio, and the logging a writer may need, stay out."""
+    loaded = _loaded_by_command(argv, journal_root, tmp_path)
+    assert "journal.engine" in loaded  # the command did run
+    assert "asyncio" not in loaded
+    assert "logging" not in loaded

@@ -266,6 +266,28 @@ def test_state_human_and_json(root, capsys):
     assert list(state.tool_context.pending_calls) == ["c2"]
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("command", [["state", *THREAD], ["log", *THREAD], ["ls"]])
+def test_json_is_indented_on_a_terminal_and_one_line_in_a_pipe(
+    root, capsys, monkeypatch, command
+):
+    code, piped, _ = run(capsys, "--root", str(root), "--json", *command)
+    assert code == 0
+    assert piped.count("\n") == 1  # the document, then a newline
+
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(["--root", str(root), "--json", *command]) == 0
+    shown = terminal.getvalue()
+    assert shown.count("\n") > 10
+    assert '\n  "' in shown  # two spaces a level
+    assert json.loads(shown) == json.loads(piped)
+
+
 def test_state_time_travel(root, capsys):
     code, out, _ = run(
         capsys, "--root", str(root), "state", *THREAD, "--at", "3", "--json"

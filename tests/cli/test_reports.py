@@ -43,7 +43,7 @@ def test_commands_return_reports_that_render_as_main_prints(tmp_path, capsys):
     base = ["--root", str(root)]
     assert render_text(ls) == run(capsys, *base, "ls")[1]
     assert render_text(state) == run(capsys, *base, "state", *THREAD, "--at", "3")[1]
-    json_doc = render_json(diff)
+    json_doc = render_json(diff, indent=False)  # captured output is no terminal
     assert json_doc is not None
     assert json_doc.decode() + "\n" == run(capsys, *base, "--json", "diff", *THREAD)[1]
     assert render_text(verify) == run(capsys, *base, "verify")[1]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -64,6 +63,8 @@ async def wait_for_lease(
         max(int(wait), 2),
     )
     try:
+        import asyncio  # waiting needs the loop; a one-shot read runs without one
+
         while lease is not None and lease.live and time.monotonic() < deadline:
             await asyncio.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
             progress.step()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -153,6 +152,8 @@ async def follow_log(
     records = first.records if limit is None else first.records[:limit]
     emit(LogReport(first.key, first.head, records, first.run_id, first.types))
     shown, seen = len(records), first.head
+    import asyncio  # following waits on the loop; a one-shot read runs without one
+
     while limit is None or shown < limit:
         await asyncio.sleep(options.poll)
         head = await journal.head(options.key)

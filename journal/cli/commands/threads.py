@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, TypeVar
 
 from journal.cli.errors import EXIT_USAGE, CommandError
 from journal.cli.options import ThreadFilter
+from journal.loopless import gather
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -150,16 +150,14 @@ async def map_bounded(
 
     ``progress`` hears of each item done under ``label``.
     """
-    semaphore = asyncio.Semaphore(CONCURRENCY)
     progress.begin(label, len(items))
 
     async def one(item: _T) -> _R:
-        async with semaphore:
-            result = await fn(item)
+        result = await fn(item)
         progress.step()
         return result
 
     try:
-        return list(await asyncio.gather(*(one(item) for item in items)))
+        return await gather(*(one(item) for item in items), limit=CONCURRENCY)
     finally:
         progress.end()
