@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -564,7 +563,11 @@ def thread_filter(args: argparse.Namespace) -> ThreadFilter:
 
 def _holder(args: argparse.Namespace, verb: str) -> str:
     holder: str | None = args.holder
-    return holder or f"cli-{verb}-{socket.gethostname()}-{os.getpid()}"
+    if holder:
+        return holder
+    import socket  # with selectors: only a command that writes names a holder
+
+    return f"cli-{verb}-{socket.gethostname()}-{os.getpid()}"
 
 
 def _pairs(
