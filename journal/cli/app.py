@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["Terminal", "exit_status", "main", "run_command"]
 
 NO_COLOR_ENV = "NO_COLOR"
+"""Set (to anything) to turn colour off on a terminal too (https://no-color.org)."""
 
 LOOPLESS_COMMANDS = frozenset(
     {"ls", "log", "state", "diff", "runs", "history", "verify", "export"}
@@ -82,7 +83,6 @@ starting asyncio was about a tenth of a cold ``state``. ``log --follow`` waits
 between polls, and every other command may write (and so take a lease, which
 renews on a timer): they run under ``asyncio.run``.
 """
-"""Set (to anything) to turn colour off on a terminal too (https://no-color.org)."""
 
 
 class Terminal:

@@ -22,7 +22,6 @@ from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.settings import JournalSettings
 from journal.engine.thread_index import ThreadIndex
-from journal.engine.writer import ThreadWriter, WriterContext, WriterOptions
 from journal.errors import StaleStateError, StorageError
 from journal.keyring import Keyring, owner_of
 from journal.layout import ThreadLayout
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
     from journal.engine.log import RetentionMarker, ThreadLog
     from journal.engine.verify import VerifyReport
+    from journal.engine.writer import ThreadWriter, WriterContext
     from journal.keys import ThreadKey
     from journal.seals import Seal
     from journal.store import ObjectStore
@@ -218,6 +218,10 @@ class Journal:
                 f"{self.store.url or type(self.store).__name__} is open read-only: "
                 "its file system has no exclusive create, so it cannot carry a writer"
             )
+        # Imported here: the writer's module loads asyncio, which a process that
+        # only reads (a cold CLI command) does without.
+        from journal.engine.writer import WriterContext, WriterOptions
+
         options = WriterOptions(
             holder or f"writer-{uuid.uuid4().hex[:12]}",
             lease_ttl,

@@ -10,6 +10,7 @@ written in the background on the journal's policy.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -47,10 +48,7 @@ from projections.agent_state import (
     keep_log_facts,
 )
 
-# asyncio is imported where a writer uses it: a process that only reads (a cold
-# CLI command, journal.loopless) need not load it.
 if TYPE_CHECKING:
-    import asyncio
     from types import TracebackType
 
     from journal.engine.settings import JournalSettings
@@ -179,8 +177,6 @@ class ThreadWriter:
         self._checkpoint_steps = 0
         self._steps_seen = 0
         self._uncertain: dict[int, tuple[str, bytes]] = {}
-        import asyncio
-
         self._lock = asyncio.Lock()
         # Every write of LEASE (renewal, idle marks, release) swaps one etag.
         self._lease_lock = asyncio.Lock()
@@ -308,8 +304,6 @@ class ThreadWriter:
             await self.log.remove_leftovers(LEFTOVER_AGE)
         except JournalError as exc:
             logger.warning("%s: could not remove leftovers: %s", self.label, exc)
-        import asyncio
-
         self._renewer = asyncio.create_task(
             self._renew_loop(), name=f"lease-renewal {self.label}"
         )
@@ -319,8 +313,6 @@ class ThreadWriter:
         lease = self._lease
         taken_at = lease.taken_at if lease is not None else time.monotonic()
         interval = max(0.0, taken_at + self.ttl / 2 - time.monotonic())
-        import asyncio
-
         while not self._closed and self._fenced is None:
             await asyncio.sleep(interval)
             try:
@@ -471,8 +463,6 @@ class ThreadWriter:
         self._closed = True
         if self._renewer is not None:
             self._renewer.cancel()
-            import asyncio
-
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         if self._fenced is None and self.settings.policy.due(
@@ -482,8 +472,6 @@ class ThreadWriter:
         if self._checkpointer is not None:
             # Derived data: however the background checkpoint ended (failed, or
             # its task cancelled), closing goes on; its done callback logged it.
-            import asyncio
-
             await asyncio.wait([self._checkpointer])
         await self._release()
 
@@ -622,8 +610,6 @@ class ThreadWriter:
                     raise
                 if exc.transient and attempts < _TRANSIENT_RETRIES:
                     attempts += 1
-                    import asyncio
-
                     await asyncio.sleep(0.05 * 2**attempts)
                     continue
                 raise
@@ -779,8 +765,6 @@ class ThreadWriter:
             return
         snapshot = self._snapshot()
         self._last_checkpoint = self.version
-        import asyncio
-
         self._checkpointer = asyncio.create_task(
             self._write_checkpoint(snapshot), name=f"checkpoint {self.label}"
         )
@@ -825,8 +809,6 @@ class ThreadWriter:
         async with self._lock:
             self._check_writable()
             if self._checkpointer is not None:
-                import asyncio
-
                 await asyncio.wait([self._checkpointer])
             snapshot = self._snapshot()
             self._last_checkpoint = self.version
