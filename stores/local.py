@@ -927,7 +927,7 @@ class LocalStore(ObjectStore):
     async def quarantined(self, prefix: str) -> builtins.list[Quarantined]:
         """Bytes cut from torn-looking segment tails under ``prefix``, kept aside.
 
-        Before a writer truncates a segment's torn-looking tail it copies the bytes
+        Before a writer clears a segment's torn-looking tail it copies the bytes
         to ``.quarantine-<segment>-<offset>-<random>`` beside the segment (synced,
         with its directory). Each is reported with what its bytes are: an
         interrupted write (``torn``), or possibly an acknowledged record whose

@@ -42,7 +42,8 @@ frames; writers hold the exclusive one from their index check to their sync.
 
 Torn tails and corruption: a writer killed mid-append can leave an incomplete frame
 at the end of a segment, never acknowledged. Readers stop at it; the next writer
-truncates it under the lock before appending. A frame is *torn* when the file ends
+overwrites it with zeros under the lock before appending (zeros end the frames,
+as the reserve's do). A frame is *torn* when the file ends
 inside it, or its header checksum fails with nothing valid after it, or it is followed
 by the reserve and fails its data checksum with a 512-byte sector's share of it all
 zeros (a write into the reserve lands in whole pages when its writer is killed, in
@@ -61,7 +62,7 @@ torn, and so does bit rot in its data if a sector's share of it is zeros.
 Quarantine: so that such an acknowledged frame is never destroyed, the writer that
 cuts a tail first copies the cut bytes (up to the last non-zero one; a tail of zeros
 holds nothing) to ``.quarantine-<segment>-<offset>-<random>`` beside the segment,
-syncing the file and its directory before it truncates. :func:`inspect_cut` tells
+syncing the file and its directory before it clears them. :func:`inspect_cut` tells
 what the bytes are: a frame whose header checks out and whose bytes stop short of
 its end (by more than the checksums it ends in) is an interrupted write, never
 acknowledged, and is cut without a copy; a frame whose header passes
@@ -531,12 +532,15 @@ class _Segment:
             # cuts the file, and an attempt must change nothing before it gives up.
             raise WouldBlock("a torn tail to repair first")
         if index.torn:
-            # An incomplete frame left by a crashed writer (and the reserve it was
-            # written into: a new one follows the frames below), or an acknowledged
-            # one whose header rotted: kept aside before it is cut.
+            # An incomplete frame left by a crashed writer, or an acknowledged one
+            # whose header rotted: kept aside, then overwritten with zeros, which
+            # end the frames as the reserve's do (the new frames go over them).
+            # Not cut with ftruncate: the file keeps its blocks, and LazyFS (the
+            # power-loss tests' file system) empties a file it has not cached when
+            # asked to truncate it.
             self._quarantine(fd, index.end, index.torn)
-            os.ftruncate(fd, index.end)
-            index.size, index.torn = index.end, 0
+            _write_at(fd, bytes(index.torn), index.end)
+            index.torn = 0
         started = index.end == 0
         head = b""
         if started:

@@ -566,6 +566,43 @@ async def test_killed_during_an_append(tmp_path, point, version):
         assert await store.leftovers("") == []
 
 
+@pytest.mark.parametrize("version", [3, 1024], ids=["same-segment", "new-segment"])
+async def test_a_torn_tail_is_overwritten_with_zeros_not_cut(
+    tmp_path, monkeypatch, version
+):
+    """The next writer clears a torn tail by writing zeros over it (the reserve's
+    own end-of-frames mark), never with ``ftruncate``: LazyFS, which the power-loss
+    suite runs on, empties a file it has not cached when asked to truncate it and
+    then fails the call (ENOENT), so a cut there could lose every frame before it."""
+    root = tmp_path / "root"
+    earlier = {rec(v): f"record {v}".encode() for v in (1, 2)}
+    for k, d in earlier.items():
+        await LocalStore(root).create(k, d)
+    key = rec(version)
+    path = seg(root, version)
+    _append_and_die(root, key, "mid-write", str(SIZE))
+    torn_size = path.stat().st_size
+    assert segment_extent(path) > (ID_FRAME_SIZE if version == 1024 else 0)
+
+    def no_cut(fd: int, length: int) -> None:
+        raise AssertionError(f"ftruncate({fd}, {length}) on a torn tail")
+
+    monkeypatch.setattr(os, "ftruncate", no_cut)
+    store = LocalStore(root)
+    etag = await store.create(key, b"the retry")
+    assert await store.read(key) == (b"the retry", etag)
+    assert path.stat().st_size >= torn_size  # zeros where the torn bytes were
+    frames, tail = parse_segment(path)
+    assert tail == 0
+    assert all(f.data_ok for f in frames)
+    names = [f.name for f in frames if f.kind == PUT]
+    assert names[-1] == record_name(version)  # the retry, after the earlier frames
+    expected = earlier | {key: b"the retry"}
+    for reader in (store, LocalStore(root)):
+        assert await reader.read_many(list(expected)) == list(expected.values())
+        assert await reader.leftovers("") == []
+
+
 async def test_a_torn_first_frame_leaves_no_child(tmp_path):
     """A directory whose only segment holds a torn first frame holds no object."""
     root = tmp_path / "root"
