@@ -9,7 +9,7 @@ of a cold command. What lets one coroutine serve both:
 - :func:`pause` gives the loop a turn, as ``asyncio.sleep(0)`` does (a bare
   ``yield``); without a loop it is one step of :func:`run_sync`.
 - :func:`gather` runs awaitables concurrently under a loop, one after another
-  without.
+  without; :func:`limiter` bounds how many run at once.
 - :func:`loop_running` says which of the two the caller is in.
 - :func:`run_sync` drives a coroutine to its end on the calling thread.
 
@@ -22,14 +22,16 @@ on a future (a timer, a lock another task holds, a socket) gets
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine, Generator
+    from contextlib import AbstractAsyncContextManager
 
-__all__ = ["LoopNeededError", "gather", "loop_running", "pause", "run_sync"]
+__all__ = ["LoopNeededError", "gather", "limiter", "loop_running", "pause", "run_sync"]
 
 _T = TypeVar("_T")
 
@@ -56,7 +58,7 @@ def pause() -> Generator[None, None, None]:
     yield
 
 
-async def gather(*aws: Awaitable[_T], limit: int | None = None) -> list[_T]:
+async def gather(*aws: Awaitable[_T]) -> list[_T]:
     """The results of ``aws``, in order; concurrently when a loop is running.
 
     Every awaitable runs to its end before the first failure (in argument order)
@@ -64,9 +66,9 @@ async def gather(*aws: Awaitable[_T], limit: int | None = None) -> list[_T]:
     run one after another, and the first failure is raised at once; the ones not
     started yet are closed unawaited.
 
-    Args:
-        aws: The awaitables.
-        limit: At most this many at a time (under a loop); None for no limit.
+    Bound how many run at once with :func:`limiter`, inside each awaitable: a
+    wrapper around it would leave it unawaited if the wrapper's task were
+    cancelled before it started.
     """
     if not loop_running():
         out: list[_T] = []
@@ -82,14 +84,6 @@ async def gather(*aws: Awaitable[_T], limit: int | None = None) -> list[_T]:
         return out
     import asyncio
 
-    if limit is not None:
-        semaphore = asyncio.Semaphore(limit)
-
-        async def bounded(aw: Awaitable[_T]) -> _T:
-            async with semaphore:
-                return await aw
-
-        aws = tuple(bounded(aw) for aw in aws)
     results = await asyncio.gather(*aws, return_exceptions=True)
     done: list[_T] = []
     for result in results:
@@ -97,6 +91,20 @@ async def gather(*aws: Awaitable[_T], limit: int | None = None) -> list[_T]:
             raise result
         done.append(result)
     return done
+
+
+def limiter(limit: int) -> AbstractAsyncContextManager[Any]:
+    """A context to enter (``async with``) in each of several concurrent awaitables.
+
+    At most ``limit`` of them are inside it at once: it is an
+    ``asyncio.Semaphore`` under a loop; without one, where :func:`gather` runs
+    them one after another, a context that does nothing.
+    """
+    if not loop_running():
+        return contextlib.nullcontext()
+    import asyncio
+
+    return asyncio.Semaphore(limit)
 
 
 def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:

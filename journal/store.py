@@ -34,7 +34,7 @@ import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from journal.loopless import gather
+from journal.loopless import gather, limiter
 
 if TYPE_CHECKING:
     import builtins
@@ -246,13 +246,16 @@ class ObjectStore(abc.ABC):
         """
         from journal.errors import ObjectNotFoundError
 
-        async def one(key: str) -> bytes | None:
-            try:
-                return (await self.read(key))[0]
-            except ObjectNotFoundError:
-                return None
+        sem = limiter(concurrency)
 
-        return await gather(*(one(k) for k in keys), limit=concurrency)
+        async def one(key: str) -> bytes | None:
+            async with sem:
+                try:
+                    return (await self.read(key))[0]
+                except ObjectNotFoundError:
+                    return None
+
+        return await gather(*(one(k) for k in keys))
 
     async def read_siblings(
         self, prefix: str, names: Sequence[str]
@@ -314,14 +317,17 @@ class ObjectStore(abc.ABC):
         """
         from journal.errors import ObjectExistsError
 
-        async def one(key: str, data: bytes) -> bool:
-            try:
-                await self.create(key, data)
-            except ObjectExistsError:
-                return False
-            return True
+        sem = limiter(concurrency)
 
-        return await gather(*(one(k, d) for k, d in items), limit=concurrency)
+        async def one(key: str, data: bytes) -> bool:
+            async with sem:
+                try:
+                    await self.create(key, data)
+                except ObjectExistsError:
+                    return False
+                return True
+
+        return await gather(*(one(k, d) for k, d in items))
 
     async def put_hint(self, key: str, data: bytes) -> None:
         """Overwrite a hint: an object readers verify and can do without.

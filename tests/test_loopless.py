@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import warnings
+from typing import Any
 
 import pytest
 
-from journal.loopless import LoopNeededError, gather, loop_running, pause, run_sync
+from journal.loopless import (
+    LoopNeededError,
+    gather,
+    limiter,
+    loop_running,
+    pause,
+    run_sync,
+)
 
 
 async def _steps(log: list[str], name: str, n: int) -> str:
@@ -94,11 +102,12 @@ def test_gather_without_a_loop_stops_at_the_first_failure_and_closes_the_rest():
         raise ValueError("first")
 
     log: list[str] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # "coroutine ... was never awaited"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # a finalizer's warning is recorded
         with pytest.raises(ValueError, match="first"):
             run_sync(gather(fails(), _steps(log, "b", 1)))
         gc.collect()
+    assert [str(w.message) for w in seen if "never awaited" in str(w.message)] == []
     assert log == []
 
 
@@ -123,20 +132,61 @@ def test_gather_under_a_loop_finishes_every_awaitable_before_raising_the_first()
     asyncio.run(main())
 
 
-def test_gather_limit_bounds_how_many_run_at_once():
+def test_a_limiter_bounds_how_many_run_at_once_under_a_loop():
     running = 0
     most = 0
 
-    async def one(i: int) -> int:
+    async def one(i: int, sem: Any) -> int:
         nonlocal running, most
-        running += 1
-        most = max(most, running)
-        await asyncio.sleep(0.001)
-        running -= 1
+        async with sem:
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.001)
+            running -= 1
         return i
 
     async def main() -> list[int]:
-        return await gather(*(one(i) for i in range(12)), limit=3)
+        sem = limiter(3)
+        return await gather(*(one(i, sem) for i in range(12)))
 
     assert asyncio.run(main()) == list(range(12))
     assert most == 3
+
+
+def test_a_limiter_without_a_loop_does_nothing():
+    async def one(i: int, sem: Any) -> int:
+        async with sem:
+            await pause()
+        return i
+
+    async def main() -> list[int]:
+        sem = limiter(1)
+        return await gather(*(one(i, sem) for i in range(3)))
+
+    assert run_sync(main()) == [0, 1, 2]
+
+
+def test_gather_cancelled_before_its_tasks_start_leaves_nothing_unawaited():
+    """A task cancelled right after it called gather: every awaitable handed over
+    is a task's own coroutine, so none is left never awaited."""
+
+    async def one(sem: Any) -> None:
+        async with sem:
+            await asyncio.sleep(1)
+
+    async def caller() -> None:
+        sem = limiter(2)
+        await gather(*(one(sem) for _ in range(5)))
+
+    async def main() -> None:
+        task = asyncio.create_task(caller())
+        await asyncio.sleep(0)  # gather made its tasks; none has started
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")  # a finalizer's warning is recorded
+        asyncio.run(main())
+        gc.collect()
+    assert [str(w.message) for w in seen if "never awaited" in str(w.message)] == []

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from journal.cli.errors import EXIT_USAGE, CommandError
 from journal.cli.options import ThreadFilter
-from journal.loopless import gather
+from journal.loopless import gather, limiter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -150,14 +150,16 @@ async def map_bounded(
 
     ``progress`` hears of each item done under ``label``.
     """
+    semaphore = limiter(CONCURRENCY)
     progress.begin(label, len(items))
 
     async def one(item: _T) -> _R:
-        result = await fn(item)
+        async with semaphore:
+            result = await fn(item)
         progress.step()
         return result
 
     try:
-        return await gather(*(one(item) for item in items), limit=CONCURRENCY)
+        return await gather(*(one(item) for item in items))
     finally:
         progress.end()
