@@ -529,7 +529,7 @@ class _Segment:
         index = self.index
         if index.torn and active():
             # A repair is left to a worker thread: it writes a quarantine file and
-            # cuts the file, and an attempt must change nothing before it gives up.
+            # clears the tail, and an attempt must change nothing before it gives up.
             raise WouldBlock("a torn tail to repair first")
         if index.torn:
             # An incomplete frame left by a crashed writer, or an acknowledged one
