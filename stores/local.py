@@ -35,7 +35,7 @@ from journal.errors import (
     StorageError,
 )
 from journal.layout import LEASE_NAME
-from journal.loopless import pause
+from journal.loopless import loop_running, pause
 from journal.store import ObjectStore, Quarantined
 from stores._files import (
     DEFAULT_LOCK_TIMEOUT,
@@ -701,7 +701,14 @@ class LocalStore(ObjectStore):
         return True
 
     async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run the read ``fn(*args)`` here if it cannot block, else in a worker."""
+        """Run the read ``fn(*args)`` here if it cannot block, else in a worker.
+
+        With no event loop running (``journal.loopless.run_sync``) it runs here,
+        blocking: there is no loop to keep free, and a no-wait attempt that fails
+        would only have read part of the bytes to read them again.
+        """
+        if not loop_running():
+            return fn(*args)
         if self.inline_reads:
             try:
                 with attempt():

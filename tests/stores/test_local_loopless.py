@@ -1,9 +1,9 @@
 """The local store and a journal's reads driven without an event loop.
 
 ``journal.loopless.run_sync`` runs a coroutine on the calling thread; the local
-store's blocking calls (``stores._offload.run_blocking``) then run right there,
-including a read whose bytes are not in the page cache, which under a loop goes to a
-worker thread. A state loaded so equals the one loaded under asyncio.
+store's reads and blocking calls (``stores._offload.run_blocking``) then run right
+there, including a read whose bytes are not in the page cache, which under a loop
+goes to a worker thread. A state loaded so equals the one loaded under asyncio.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Any
 
-import stores.local as local_module
 from journal import Journal, MessageAppended, Msg, ThreadKey
 from journal.loopless import run_sync
+from stores._offload import run_blocking
 from stores.local import LocalStore
 from tests.stores.test_local_inline_reads import (
     PLAIN,
@@ -25,44 +25,45 @@ from tests.stores.test_local_inline_reads import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
-
-    import pytest
 
 KEY = ThreadKey("agent", "session", "user")
 
 
-def _threads_of_blocking_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The thread each blocking call handed to ``run_blocking`` ran on."""
-    ran_on: list[int] = []
-    real = local_module.run_blocking
+def _traced_reads(store: LocalStore) -> list[tuple[str, int]]:
+    """Each call of the store's read functions: its name and the thread it ran on."""
+    calls: list[tuple[str, int]] = []
+    for name in ("_read", "_read_many"):
+        real = getattr(store, name)
 
-    async def traced(fn: Callable[..., Any], *args: Any) -> Any:
-        def call() -> Any:
-            ran_on.append(threading.get_ident())
-            return fn(*args)
+        def traced(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append((_name, threading.get_ident()))
+            return _real(*args)
 
-        return await real(call)
-
-    monkeypatch.setattr(local_module, "run_blocking", traced)
-    return ran_on
+        setattr(store, name, traced)
+    return calls
 
 
-def test_without_a_loop_uncached_bytes_are_read_on_the_calling_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_without_a_loop_uncached_bytes_are_read_once_on_the_calling_thread(
+    tmp_path: Path,
 ) -> None:
+    """No no-wait attempt first: with no loop to keep free, a read of bytes not in
+    the page cache would fail that attempt and then be read all over again."""
     asyncio.run(_filled(tmp_path))
     _evict(tmp_path)
-    ran_on = _threads_of_blocking_calls(monkeypatch)
     store = LocalStore(tmp_path)
+    calls = _traced_reads(store)
 
     assert run_sync(store.read(RECORD))[0] == b"record one" * 50
     assert run_sync(store.read_many([PLAIN, "t/none"])) == [PLAIN_DATA, None]
     run_sync(store.aclose())
-    # Not in the page cache: each read went the blocking way, on this thread.
-    assert ran_on
-    assert set(ran_on) == {threading.get_ident()}
+    here = threading.get_ident()
+    # read runs _read, which reads through _read_many; read_many runs _read_many.
+    assert calls == [("_read", here), ("_read_many", here), ("_read_many", here)]
+
+
+def test_without_a_loop_a_blocking_call_runs_on_the_calling_thread() -> None:
+    assert run_sync(run_blocking(threading.get_ident)) == threading.get_ident()
 
 
 async def _write(root: Path, turns: int) -> None:
