@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from journal.store import ObjectStore
 
-__all__ = ["ENTRY_POINT_GROUP", "STORES", "open_store"]
+__all__ = ["ENTRY_POINT_GROUP", "STORES", "is_local", "open_store"]
 
 ENTRY_POINT_GROUP = "journal.stores"
 
@@ -47,6 +47,16 @@ def _load(target: str, hint: str) -> Any:
             f"cannot load storage backend {target}: {exc}{extra}"
         ) from exc
     return getattr(module, attr)
+
+
+def is_local(url: str | os.PathLike[str]) -> bool:
+    """Whether :func:`open_store` opens ``url`` as a local directory.
+
+    A plain path or a ``file://`` URL (the CLI runs reading commands on one
+    without an event loop: the local store's I/O needs none).
+    """
+    scheme, sep, _ = os.fspath(url).partition("://")
+    return not sep or scheme.lower() == "file"
 
 
 def open_store(url: str | os.PathLike[str], **options: Any) -> ObjectStore:

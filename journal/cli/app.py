@@ -52,6 +52,7 @@ from journal.cli.progress import TerminalProgress
 from journal.engine import Journal
 from journal.errors import InvalidKeyError, JournalError, LeaseHeldError
 from journal.loopless import run_sync
+from stores.registry import is_local
 
 # A cold command pays for every module it imports, so each command's module,
 # the JSON renderer and the export sinks are imported where they are used: see
@@ -190,9 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _loopless(args: argparse.Namespace) -> bool:
     if args.command not in LOOPLESS_COMMANDS or getattr(args, "follow", False):
         return False
-    root = resolve_root(args.root)
-    scheme, sep, _ = root.partition("://")
-    return not sep or scheme.lower() == "file"
+    return is_local(resolve_root(args.root))
 
 
 def _drive(coro: Coroutine[Any, Any, int], *, loopless: bool) -> int:
