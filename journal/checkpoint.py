@@ -227,7 +227,7 @@ def _pack(encoded: list[bytes]) -> tuple[str, bytes]:
     return hashlib.sha256(data).hexdigest(), data
 
 
-def decode_chunk(data: bytes) -> list[Msg]:
+def decode_chunk(data: bytes | memoryview) -> list[Msg]:
     """Decode one chunk's messages.
 
     Raises:

@@ -73,12 +73,12 @@ def _compress(data: bytes) -> bytes:
     return out
 
 
-def is_compressed(data: bytes) -> bool:
+def is_compressed(data: bytes | memoryview) -> bool:
     """Whether a blob's stored bytes are a zstd frame."""
     return data[:4] == ZSTD_MAGIC
 
 
-def decompress(data: bytes) -> bytes:
+def decompress(data: bytes | memoryview) -> bytes:
     """The bytes a zstd frame holds.
 
     Raises:

@@ -24,12 +24,13 @@ import hashlib
 import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from journal.errors import EncryptionError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from journal.store import ObjectStore
 
 __all__ = [
@@ -144,7 +145,7 @@ def aead_open(key: bytes, sealed: bytes, aad: bytes) -> bytes:
 #   5+N     nonce (12) || ciphertext || tag (16)
 
 
-def is_container(data: bytes, magic: bytes) -> bool:
+def is_container(data: bytes | memoryview, magic: bytes) -> bool:
     """Whether stored bytes are an encrypted container of kind ``magic``."""
     return data[:4] == magic
 
@@ -291,6 +292,8 @@ class KeyFile(StaticKeys):
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from pathlib import Path  # key files only: a cold start does without it
+
         self.path = Path(path)
         keys, current = self._read(self.path)
         super().__init__(keys, keys.index(current))
@@ -341,6 +344,8 @@ class KeyFile(StaticKeys):
         Raises:
             FileExistsError: The file exists (a key file is never overwritten).
         """
+        from pathlib import Path
+
         target = Path(path)
         if target.exists():
             raise FileExistsError(f"key file {target} exists")
@@ -351,6 +356,8 @@ class KeyFile(StaticKeys):
     @classmethod
     def rotate(cls, path: str | os.PathLike[str]) -> str:
         """Add a fresh key to the file and make it current; return its id."""
+        from pathlib import Path
+
         target = Path(path)
         keys, _ = cls._read(target)
         key = generate_key()
@@ -364,6 +371,8 @@ class KeyFile(StaticKeys):
         Raises:
             ValueError: ``key_id`` is the current key, or not in the file.
         """
+        from pathlib import Path
+
         target = Path(path)
         keys, current = cls._read(target)
         if kek_id(current) == key_id:

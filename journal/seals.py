@@ -22,7 +22,6 @@ import base64
 import binascii
 import hashlib
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -140,7 +139,12 @@ def load_signing_key(source: str | os.PathLike[str] | bytes) -> Ed25519PrivateKe
     from cryptography.hazmat.primitives import serialization
 
     ed25519 = _ed25519()
-    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    if isinstance(source, bytes):
+        data = source
+    else:
+        from pathlib import Path  # a key from a file only
+
+        data = Path(source).read_bytes()
     if len(data) == 32:
         private: Ed25519PrivateKey = ed25519.Ed25519PrivateKey.from_private_bytes(data)
         return private
@@ -176,6 +180,8 @@ def load_public_key(source: str | os.PathLike[str] | bytes) -> Ed25519PublicKey:
         elif len(text) == 64 and all(c in "0123456789abcdefABCDEF" for c in text):
             raw = bytes.fromhex(text)
         else:
+            from pathlib import Path
+
             path = Path(text)
             if not path.is_file():
                 raise ValueError(

@@ -83,11 +83,14 @@ class ObjectStore(abc.ABC):
             (local segment files). Checkpoints on such a store name the records
             that hold their messages (log spans) instead of copying the messages
             into chunk blobs; elsewhere (S3: a request per record) they copy them.
+        local_directory: The absolute local directory holding the objects (a
+            local store); None for any other store.
     """
 
     url: str = ""
     writable: bool = True
     reads_log_in_bulk: bool = False
+    local_directory: str | None = None
 
     @abc.abstractmethod
     async def create(self, key: str, data: bytes) -> str:
@@ -256,6 +259,17 @@ class ObjectStore(abc.ABC):
                     return None
 
         return await gather(*(one(k) for k in keys))
+
+    async def read_buffers(
+        self, keys: Sequence[str]
+    ) -> builtins.list[bytes | memoryview | None]:
+        """:meth:`read_many` for bytes decoded once and dropped; a missing one is None.
+
+        A backend may hand back views of one larger read instead of copies (the
+        local store does for objects of one segment file): each keeps that read's
+        buffer alive. The default is :meth:`read_many`.
+        """
+        return list(await self.read_many(keys))
 
     async def read_siblings(
         self, prefix: str, names: Sequence[str]

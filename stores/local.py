@@ -24,9 +24,8 @@ import os
 import re
 import time
 from contextlib import nullcontext
-from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from journal.errors import (
     ObjectExistsError,
@@ -59,6 +58,7 @@ from stores.segments import (
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
 
 __all__ = ["INLINE_WRITE_BUDGET", "LocalStore"]
 
@@ -113,24 +113,34 @@ def _map_errors(key: str) -> Iterator[None]:
         ) from exc
 
 
-def _checked_root(root: str | os.PathLike[str]) -> Path:
+def _checked_root(root: str | os.PathLike[str]) -> str:
     """``root`` made absolute, refused at once if it cannot hold a directory.
 
     An empty root would silently mean the working directory; a root that is a
-    regular file, or lies under one, would make every later operation fail.
+    regular file, or lies under one, would make every later operation fail. Made
+    absolute as ``pathlib.Path.absolute`` does (``.`` parts and repeated slashes
+    dropped, ``..`` kept), without importing ``pathlib`` on a cold start.
     """
-    if not os.fspath(root):
+    text = os.path.expanduser(os.fspath(root))
+    if not text:
         raise ValueError("the local store's root must not be empty")
-    path = Path(root).expanduser().absolute()
+    if not os.path.isabs(text):
+        text = os.path.join(os.getcwd(), text)
+    path = "/" + "/".join(p for p in text.split("/") if p not in ("", "."))
     # The nearest existing ancestor (or the root itself) must be a directory.
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
+    candidate = path
+    while True:
+        if os.path.exists(candidate):
+            if not os.path.isdir(candidate):
                 raise ValueError(
-                    f"the local store's root {str(path)!r} cannot be used: "
-                    f"{str(candidate)!r} is not a directory"
+                    f"the local store's root {path!r} cannot be used: "
+                    f"{candidate!r} is not a directory"
                 )
             break
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            break
+        candidate = parent
     return path
 
 
@@ -200,10 +210,9 @@ class LocalStore(ObjectStore):
     ) -> None:
         if not lock_timeout > 0:
             raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
-        self.root = _checked_root(root)
-        self._root = str(self.root)
+        self._root = self.local_directory = _checked_root(root)
         self.fsync = fsync
-        self.url = f"file://{self.root}"
+        self.url = f"file://{self._root}"
         self.segments = segments
         # A thread's records sit side by side in a few segment files.
         self.reads_log_in_bulk = segments
@@ -217,6 +226,13 @@ class LocalStore(ObjectStore):
         # Directory keys already validated, with their paths: a commit's key only
         # needs its last part checked.
         self._dir_paths: dict[str, str] = {}
+
+    @property
+    def root(self) -> Path:
+        """The store's directory, absolute."""
+        from pathlib import Path  # not on a cold start: the store works on strings
+
+        return Path(self._root)
 
     def _segmented(self, path: str) -> tuple[str, str] | None:
         """(directory, name) when the object at ``path`` lives in a segment."""
@@ -430,7 +446,12 @@ class LocalStore(ObjectStore):
         return data, _etag(data)
 
     def _read_many(self, keys: Sequence[str]) -> builtins.list[bytes | None]:
-        out: list[bytes | None] = [None] * len(keys)
+        return cast("list[bytes | None]", self._read_buffers(keys, False))
+
+    def _read_buffers(
+        self, keys: Sequence[str], views: bool = True
+    ) -> builtins.list[bytes | memoryview | None]:
+        out: list[bytes | memoryview | None] = [None] * len(keys)
         # Grouped by directory (each validated once, each segment opened once);
         # segment objects first, and whatever is not there may be a plain file
         # (written with segments=False).
@@ -443,17 +464,27 @@ class LocalStore(ObjectStore):
             group[0].append(i)
             group[1].append(name)
         for directory, (positions, names) in by_dir.items():
-            found = self._read_in(directory, names, [keys[i] for i in positions])
+            found = self._read_in(
+                directory, names, [keys[i] for i in positions], views=views
+            )
             for i, data in zip(positions, found, strict=True):
                 out[i] = data
         return out
 
     def _read_in(
-        self, directory: str, names: Sequence[str], keys: Sequence[str]
-    ) -> builtins.list[bytes | None]:
-        """Objects ``names`` of one directory (``keys`` name them in errors)."""
+        self,
+        directory: str,
+        names: Sequence[str],
+        keys: Sequence[str],
+        *,
+        views: bool = False,
+    ) -> builtins.list[bytes | memoryview | None]:
+        """Objects ``names`` of one directory (``keys`` name them in errors).
+
+        ``views``: see :meth:`stores.segments.SegmentSet.read_views`.
+        """
         with _map_errors(keys[0]):
-            found = self._segs.read_many(directory, names)
+            found = self._segs.read_views(directory, names, views)
         for i, data in enumerate(found):
             if data is None:  # perhaps a plain file (written with segments=False)
                 try:
@@ -474,12 +505,13 @@ class LocalStore(ObjectStore):
             for name in names:  # name the bad one (or find a newline: no harm)
                 if _bad_part(name) or "/" in name:
                     raise ValueError(f"invalid object key {prefix + name!r}")
-        return self._read_in(directory, names, [prefix + name for name in names])
+        found = self._read_in(directory, names, [prefix + name for name in names])
+        return cast("list[bytes | None]", found)
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
         prefix = prefix.strip("/")
         if not prefix:
-            return str(self.root), ""
+            return self._root, ""
         return self._path(prefix), prefix + "/"
 
     def _list(
@@ -819,6 +851,11 @@ class LocalStore(ObjectStore):
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:
         return await self._reading(self._read_many, keys)
+
+    async def read_buffers(
+        self, keys: Sequence[str]
+    ) -> builtins.list[bytes | memoryview | None]:
+        return await self._reading(self._read_buffers, keys)
 
     async def read_siblings(
         self, prefix: str, names: Sequence[str]

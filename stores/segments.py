@@ -102,7 +102,7 @@ import threading
 import weakref
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from journal import layout
 from journal.errors import (
@@ -154,6 +154,17 @@ RESERVE_SHARE = 16
 """Below :data:`RESERVE`, a reserve is the segment's frames divided by this."""
 _ZERO_WORD = bytes(4)
 _Buffer = bytes | bytearray  # a scan's window: bytearray when read without waiting
+WHOLE_READ_MAX = 64 * 1024 * 1024
+"""The largest segment a reader with no index of it yet reads whole to index it.
+
+Indexing reads a segment a window at a time, and a read of many of its objects
+then reads their bytes again. A reader that has not indexed the segment yet (a new
+process loading a thread) and wants many of its objects, or a record segment
+(whose windows cover all of it anyway), reads it in one call instead, indexes it
+from memory and takes the objects from the same bytes.
+"""
+WHOLE_READ_NAMES = 8
+"""Objects wanted from a blob segment at or above which a cold reader reads it whole."""
 _SECTOR = 512  # the unit a device persists whole (or not at all) on power loss
 
 
@@ -276,10 +287,11 @@ class _Segment:
         if fd is not None:
             os.close(fd)
 
-    def _scan(self, fd: int, size: int) -> None:
+    def _scan(self, fd: int, size: int, contents: _Buffer | None = None) -> None:
         # Reads the new part of the file a window at a time and jumps over the data
         # of frames larger than a small window: indexing a segment of large blobs
-        # reads their headers, not their bytes.
+        # reads their headers, not their bytes. ``contents``: the whole file, read
+        # by the caller (a fresh index only), scanned from memory.
         index = self.index
         index.size = size
         if size <= index.end:
@@ -290,6 +302,8 @@ class _Segment:
         buf: _Buffer = b""  # the file from offset base
         base, pos = index.end, 0
         window, whole = _WINDOW, False  # whole: buf runs to the end of the file
+        if contents is not None and fresh and len(contents) == size:
+            buf, whole = contents, True
         valid_end = base
         while base + pos < size:
             if buf:
@@ -424,7 +438,8 @@ class _Segment:
         *,
         shared: bool = False,
         st: os.stat_result | None = None,
-    ) -> None:
+        whole: bool = False,
+    ) -> _Buffer | None:
         """Bring the index up to date with the file open as ``fd``.
 
         The index belongs to one file: a new inode, a file shorter than what was
@@ -438,6 +453,12 @@ class _Segment:
                 a reader without the lock could see a frame's header before its
                 data.
             st: The file's status, if the caller has it.
+            whole: With ``shared``, and no index of the file yet: read the file in
+                one call (up to :data:`WHOLE_READ_MAX`) and index it from memory.
+
+        Returns:
+            The file's bytes when ``whole`` read them, else None. Frames never
+            change once indexed, so they hold every indexed object's bytes.
         """
         if st is None:
             st = os.fstat(fd)
@@ -453,13 +474,18 @@ class _Segment:
             and st.st_size == index.size
             and (st.st_size == index.end or pread(fd, 4, index.end) == _ZERO_WORD)
         ):
-            return  # nothing was written since the last scan
+            return None  # nothing was written since the last scan
         if not shared:
             self._scan(fd, st.st_size)
-            return
+            return None
         flock_within(fd, self.path, shared=True, timeout=self.lock_timeout)
         try:
-            self._scan(fd, os.fstat(fd).st_size)
+            size = os.fstat(fd).st_size
+            contents = None
+            if whole and index.end == 0 and 0 < size <= WHOLE_READ_MAX:
+                contents = pread_buffer(fd, size, 0)
+            self._scan(fd, size, contents)
+            return contents
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -632,24 +658,36 @@ class _Segment:
         Yields None if the segment does not exist. New frames are indexed under the
         shared lock (see :meth:`refresh`).
         """
+        with self.reading_whole(False) as (fd, _):
+            yield fd
+
+    @contextlib.contextmanager
+    def reading_whole(self, whole: bool) -> Iterator[tuple[int | None, _Buffer | None]]:
+        """:meth:`reading`, also yielding the file's bytes if indexing read them.
+
+        ``whole``: read the file in one call if it has no index yet (see
+        :meth:`refresh`); the bytes yielded are then the file's, else None.
+        """
         with held(self.lock):
             try:
                 fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
-                yield None
+                yield None, None
                 return
             try:
-                self.refresh(fd, shared=True)
-                yield fd
+                contents = self.refresh(fd, shared=True, whole=whole)
+                yield fd, contents
             finally:
                 os.close(fd)
 
     def read(self, name: str) -> bytes | None:
         """The object's bytes, or None."""
-        with self.reading() as fd:
+        with self.reading_whole(self.reserve > 0) as (fd, contents):
             found = None if fd is None else self.index.live.get(name)
             if fd is None or found is None:
                 return None
+            if contents is not None:
+                return bytes(contents[found[0] : found[0] + found[1]])
             return pread(fd, found[1], found[0])
 
     def names(self) -> list[str]:
@@ -1153,7 +1191,18 @@ class SegmentSet:
 
     def read_many(self, directory: str, names: Sequence[str]) -> list[bytes | None]:
         """Several objects of one directory; each segment is opened once."""
-        out: list[bytes | None] = [None] * len(names)
+        return cast("list[bytes | None]", self.read_views(directory, names, False))
+
+    def read_views(
+        self, directory: str, names: Sequence[str], views: bool = True
+    ) -> list[bytes | memoryview | None]:
+        """:meth:`read_many`, objects read together in one call as views of its buffer.
+
+        Not copies: for bytes decoded once and dropped (a checkpoint's chunks),
+        whose buffer stays alive while any view of it does. ``views=False`` copies
+        them (:meth:`read_many`).
+        """
+        out: list[bytes | memoryview | None] = [None] * len(names)
         by_segment: dict[str, list[int]] = {}
         for i, name in enumerate(names):
             seg_name = segment_of(name)
@@ -1161,7 +1210,8 @@ class SegmentSet:
                 by_segment.setdefault(seg_name, []).append(i)
         for seg_name, positions in by_segment.items():
             segment = self.segment(os.path.join(directory, seg_name))
-            with segment.reading() as fd:
+            whole = segment.reserve > 0 or len(positions) >= WHOLE_READ_NAMES
+            with segment.reading_whole(whole) as (fd, contents):
                 if fd is None:
                     continue
                 live = segment.index.live
@@ -1170,18 +1220,24 @@ class SegmentSet:
                     continue
                 start = min(at for _, (at, _) in spans)
                 stop = max(at + length for _, (at, length) in spans)
-                # A log's records lie side by side: one read of their span, not
-                # one per record, when little of it lies outside them.
-                if (
+                buf: memoryview | None = None
+                if contents is not None:
+                    buf, start = memoryview(contents), 0
+                elif (
+                    # A log's records lie side by side: one read of their span, not
+                    # one per record, when little of it lies outside them.
                     len(spans) > 1
                     and stop - start
                     <= 2 * sum(length for _, (_, length) in spans) + _WINDOW
                 ):
                     buf = memoryview(pread_buffer(fd, stop - start, start))
-                    if len(buf) == stop - start:
-                        for i, (at, length) in spans:
-                            out[i] = bytes(buf[at - start : at - start + length])
-                        continue
+                    if len(buf) != stop - start:
+                        buf = None
+                if buf is not None:
+                    for i, (at, length) in spans:
+                        view = buf[at - start : at - start + length]
+                        out[i] = view if views else bytes(view)
+                    continue
                 for i, (at, length) in spans:
                     out[i] = pread(fd, length, at)
         return out

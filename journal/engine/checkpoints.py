@@ -272,7 +272,7 @@ async def read_checkpoint(
         )
     state = decode_state(body.state)
     blobs, spans = parse_refs(version, body.chunks)
-    chunks = await log.read_blobs(blobs) if blobs else {}
+    chunks = await log.read_blob_buffers(blobs) if blobs else {}
     added = await read_spans(log, list(spans.values()), provenance) if spans else {}
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.

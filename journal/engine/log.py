@@ -108,7 +108,7 @@ class RetentionMarker(msgspec.Struct, frozen=True):
 _marker_decoder = msgspec.json.Decoder(RetentionMarker)
 
 
-def checked_blob(stored: bytes, digest: str) -> bytes | None:
+def checked_blob(stored: bytes | memoryview, digest: str) -> bytes | memoryview | None:
     """A blob's bytes, decompressed if they were stored so, if they match ``digest``.
 
     Returns:
@@ -117,7 +117,7 @@ def checked_blob(stored: bytes, digest: str) -> bytes | None:
     Raises:
         CompressionUnavailableError: The blob is compressed; zstandard is missing.
     """
-    data: bytes | None = stored
+    data: bytes | memoryview | None = stored
     if compression.is_compressed(stored):
         try:
             data = compression.decompress(stored)
@@ -324,7 +324,9 @@ class ThreadLog:
         data, _ = await self.store.read(self.record_key(version))
         return await self.parse(data, version)
 
-    async def check_blob(self, stored: bytes, digest: str) -> bytes | None:
+    async def check_blob(
+        self, stored: bytes | memoryview, digest: str
+    ) -> bytes | memoryview | None:
         """A blob's bytes (decrypted, decompressed) if they match ``digest``.
 
         Raises:
@@ -334,7 +336,7 @@ class ThreadLog:
         if crypto.is_container(stored, crypto.BLOB_MAGIC):
             cipher = await self._reading_cipher()
             try:
-                stored = cipher.open(crypto.BLOB_MAGIC, digest, stored)
+                stored = cipher.open(crypto.BLOB_MAGIC, digest, bytes(stored))
             except ValueError:
                 return None
         return checked_blob(stored, digest)
@@ -351,9 +353,37 @@ class ThreadLog:
         Raises:
             CorruptRecordError: A blob is missing or does not match its hash.
         """
+        return cast("dict[str, bytes]", await self._read_blobs(digests, owners))
+
+    async def read_blob_buffers(
+        self, digests: Sequence[str]
+    ) -> dict[str, bytes | memoryview]:
+        """:meth:`read_blobs` for blobs decoded once and dropped (checkpoint chunks).
+
+        Blobs a store read together may come back as views of one buffer
+        (:meth:`ObjectStore.read_buffers`): a cold load of a long thread reads its
+        chunks' segment once and copies none of them.
+
+        Raises:
+            CorruptRecordError: A blob is missing or does not match its hash.
+        """
+        return await self._read_blobs(digests, None, views=True)
+
+    async def _read_blobs(
+        self,
+        digests: Sequence[str],
+        owners: dict[str, int] | None,
+        *,
+        views: bool = False,
+    ) -> dict[str, bytes | memoryview]:
         unique = list(dict.fromkeys(digests))
-        raw = await self.store.read_many([self.blob_key(d) for d in unique])
-        out: dict[str, bytes] = {}
+        keys = [self.blob_key(d) for d in unique]
+        raw: Sequence[bytes | memoryview | None] = (
+            await self.store.read_buffers(keys)
+            if views
+            else await self.store.read_many(keys)
+        )
+        out: dict[str, bytes | memoryview] = {}
         for digest, data in zip(unique, raw, strict=True):
             version = (owners or {}).get(digest)
             if data is None:

@@ -100,6 +100,32 @@ def test_a_root_that_is_not_a_journal_exits_2(root, tmp_path, capsys):
     assert f"--root {root}" in err  # the fix is suggested
 
 
+async def test_a_root_on_another_file_system_is_not_checked_as_a_local_path(tmp_path):
+    """A store of another file system (fsspec's) holds its root in a string that
+    names no local directory: the root check lists the store, not the disk."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from journal import Journal
+    from journal.cli.commands.root import probe_root
+    from stores.fsspec_store import FsspecStore
+
+    fs = MemoryFileSystem()
+    prefix = f"/probe-{tmp_path.name}"
+    fs.pipe(f"{prefix}/default/a/~/s/main/log/00000000000000000001.rec", b"r")
+    journal = Journal(FsspecStore(MemoryFileSystem, prefix))
+    try:
+        assert not (tmp_path / prefix.lstrip("/")).exists()
+        assert await probe_root(journal, "memfs") is None
+        fs.rm(prefix, recursive=True)
+        fs.pipe(f"{prefix}/default/a/~/s/main/x/y", b"not a journal")
+        problem = await probe_root(journal, "memfs")
+        assert problem is not None
+        assert "not a journal root" in problem
+    finally:
+        fs.rm(prefix, recursive=True)
+        await journal.aclose()
+
+
 # --- log filters ---------------------------------------------------------------------
 
 

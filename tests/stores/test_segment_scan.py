@@ -95,6 +95,16 @@ def _index_of(path: Path) -> sg._Index:
     return segment.index
 
 
+def _index_read_whole(path: Path) -> tuple[sg._Index, bytes]:
+    """The index a cold reader builds from the file read in one call, and the
+    bytes it read."""
+    segment = sg._Segment(str(path), fsync=False)
+    with segment.reading_whole(True) as (fd, contents):
+        assert fd is not None
+    assert contents is not None or path.stat().st_size == 0
+    return segment.index, bytes(contents or b"")
+
+
 def _index_without_waiting(path: Path) -> sg._Index:
     """The index a no-wait read builds (the file was just written: it is cached;
     a page the kernel still wants to read ahead is read once, then it is tried
@@ -214,6 +224,16 @@ def _check_scan(tmp_path, frames, reserve, damage, where, split):
         fresh.torn,
         fresh.file_id,
     )
+    # Indexed from the whole file read in one call (a cold reader of many
+    # objects): the same index, and each object's bytes where it says.
+    whole, contents = _index_read_whole(path)
+    assert (whole.live, whole.end, whole.torn, whole.file_id) == (
+        fresh.live,
+        fresh.end,
+        fresh.torn,
+        fresh.file_id,
+    )
+    assert contents == buf
     # The two-step index agrees wherever the first step did not stop at damage
     # that the rest of the file then explained differently.
     if _reference(buf[:cut])[1] == cut or cut == 0:

@@ -32,11 +32,6 @@ def _local_problem(path: str, root: str) -> str | None:
     return f"{root} does not exist (no such directory)"
 
 
-def _local_path(journal: Journal) -> str | None:
-    root = getattr(journal.store, "root", None)
-    return os.fspath(root) if isinstance(root, os.PathLike | str) else None
-
-
 async def probe_root(journal: Journal, root: str) -> str | None:
     """What is wrong with ``root`` as a journal root, or None if nothing is.
 
@@ -45,7 +40,7 @@ async def probe_root(journal: Journal, root: str) -> str | None:
     log but a directory that does means the root is one level too high. An empty
     root, or one with a thread that has no records yet, is a journal.
     """
-    local = _local_path(journal)
+    local = journal.store.local_directory
     if local is not None:
         problem = _local_problem(local, root)
         if problem is not None:
