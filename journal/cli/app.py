@@ -46,6 +46,7 @@ from journal.cli.parser import (
     THREAD_COMMANDS,
     build_parser,
     options_from_args,
+    parse_command_line,
     thread_filter,
 )
 from journal.cli.progress import TerminalProgress
@@ -142,13 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 success, 1 a problem found or an error reported,
         2 bad usage.
     """
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse_command_line(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:  # argparse's own usage errors and --help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if args.command is None:
-        parser.print_usage(sys.stderr)
+        build_parser().print_usage(sys.stderr)
         print(f"{PROG}: error: a command is required", file=sys.stderr)
         return EXIT_USAGE
     args.options = [*args.options, *getattr(args, "options_after", [])]

@@ -40,12 +40,15 @@ if TYPE_CHECKING:
     from journal.keys import ThreadKey
 
 __all__ = [
+    "COMMANDS",
     "NO_DATA_COMMANDS",
     "PROG",
     "THREAD_COMMANDS",
     "JournalParser",
+    "UsageErrorRaised",
     "build_parser",
     "options_from_args",
+    "parse_command_line",
     "suggestion",
     "thread_filter",
 ]
@@ -173,6 +176,10 @@ def _pair(text: str) -> tuple[str, str]:
 # --- the parser -----------------------------------------------------------------------
 
 
+class UsageErrorRaised(Exception):
+    """A quiet parser's usage error (see :func:`build_parser`)."""
+
+
 class JournalParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors suggest the nearest command or option.
 
@@ -183,9 +190,16 @@ class JournalParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.commands: dict[str, argparse.ArgumentParser] = {}
+        self.quiet = False
 
     def error(self, message: str) -> NoReturn:
-        """Print a one-line usage error, with a suggestion when one is near."""
+        """Print a one-line usage error, with a suggestion when one is near.
+
+        Raises:
+            UsageErrorRaised: The parser is quiet (see :func:`build_parser`).
+        """
+        if self.quiet:
+            raise UsageErrorRaised(message)
         self.print_usage(sys.stderr)
         hint = suggestion(message, self)
         self.exit(2, f"{self.prog}: error: {message}{hint}\n")
@@ -256,8 +270,14 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> JournalParser:
+def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalParser:
     """Build the argument parser of ``agent-journal``.
+
+    Args:
+        only: Build this command's subparser and no other's (what parsing a
+            command line that runs it needs: see :func:`parse_command_line`).
+        quiet: Usage errors raise :class:`UsageErrorRaised` instead of printing
+            and exiting.
 
     Returns:
         The parser; the command's name is in ``command`` (None when missing).
@@ -270,218 +290,323 @@ def build_parser() -> JournalParser:
         "reported an error (a missing thread, a held lease, a refused import); "
         "2 bad usage, or a root that is not a journal; 130 interrupted",
     )
+    parser.quiet = quiet
     parser.add_argument("--version", action=_VersionAction)
     _add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str) -> argparse.ArgumentParser | None:
+        if only is not None and name != only:
+            return None
         p = sub.add_parser(name, help=help_text, description=help_text)
         _add_common(p, top=False)
         parser.commands[name] = p
+        if isinstance(p, JournalParser):
+            p.quiet = quiet
         return p
 
-    p = command(
-        "demo",
-        "run a ten-second tour: turns with a tool call, a crash, a takeover, "
-        "a zombie writer, time travel and verify",
-    )
-    p.add_argument(
-        "--incident",
-        action="store_true",
-        help="stop after the crash (step 4): leave the interrupted run and its "
-        "uncertain tool call to investigate (docs/CLI.md)",
-    )
+    if (
+        p := command(
+            "demo",
+            "run a ten-second tour: turns with a tool call, a crash, a takeover, "
+            "a zombie writer, time travel and verify",
+        )
+    ) is not None:
+        p.add_argument(
+            "--incident",
+            action="store_true",
+            help="stop after the crash (step 4): leave the interrupted run and its "
+            "uncertain tool call to investigate (docs/CLI.md)",
+        )
 
-    p = command(
+    command(
         "index",
         "register every thread in the store's thread index, so that listing reads "
         "one prefix: for a store from before the index, or threads copied in by hand",
     )
 
-    p = command(
-        "ls",
-        "list threads with their head, last activity and what needs attention",
-    )
-    _add_thread_flags(p, required=False)
-    p.add_argument(
-        "--attention",
-        action="store_true",
-        help="only threads that need attention: an unfinished run, uncertain "
-        "tool calls, or damage",
-    )
+    if (
+        p := command(
+            "ls",
+            "list threads with their head, last activity and what needs attention",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=False)
+        p.add_argument(
+            "--attention",
+            action="store_true",
+            help="only threads that need attention: an unfinished run, uncertain "
+            "tool calls, or damage",
+        )
 
-    p = command("log", "show a thread's records and events")
-    _add_thread_flags(p, required=True)
-    p.add_argument("--from", dest="start", type=_non_negative, metavar="N")
-    p.add_argument("--to", dest="stop", type=_non_negative, metavar="M")
-    p.add_argument("--tail", type=_non_negative, metavar="K", help="the last K only")
-    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="one run's records")
-    p.add_argument(
-        "--type",
-        dest="types",
-        action="append",
-        default=[],
-        metavar="EVENT_TYPE",
-        help="only events of this type, e.g. ToolCallRequested (repeatable)",
-    )
-    p.add_argument(
-        "--follow",
-        "-f",
-        action="store_true",
-        help="keep printing new records as they are committed, until Ctrl-C",
-    )
-    p.add_argument(
-        "--poll",
-        type=_seconds,
-        default=0.5,
-        metavar="SECONDS",
-        help="with --follow: how often to look for new records (default: 0.5)",
-    )
-    p.add_argument(
-        "--limit",
-        type=_non_negative,
-        metavar="N",
-        help="with --follow: stop after N records",
-    )
+    if (p := command("log", "show a thread's records and events")) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument("--from", dest="start", type=_non_negative, metavar="N")
+        p.add_argument("--to", dest="stop", type=_non_negative, metavar="M")
+        p.add_argument(
+            "--tail", type=_non_negative, metavar="K", help="the last K only"
+        )
+        p.add_argument(
+            "--run", dest="run_id", metavar="RUN_ID", help="one run's records"
+        )
+        p.add_argument(
+            "--type",
+            dest="types",
+            action="append",
+            default=[],
+            metavar="EVENT_TYPE",
+            help="only events of this type, e.g. ToolCallRequested (repeatable)",
+        )
+        p.add_argument(
+            "--follow",
+            "-f",
+            action="store_true",
+            help="keep printing new records as they are committed, until Ctrl-C",
+        )
+        p.add_argument(
+            "--poll",
+            type=_seconds,
+            default=0.5,
+            metavar="SECONDS",
+            help="with --follow: how often to look for new records (default: 0.5)",
+        )
+        p.add_argument(
+            "--limit",
+            type=_non_negative,
+            metavar="N",
+            help="with --follow: stop after N records",
+        )
 
-    p = command(
-        "runs",
-        "the run ledger: each run's outcome, turn, parent run and tool calls "
-        "(completed / uncertain / reconciled)",
-    )
-    _add_thread_flags(p, required=True)
-    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="this run only")
+    if (
+        p := command(
+            "runs",
+            "the run ledger: each run's outcome, turn, parent run and tool calls "
+            "(completed / uncertain / reconciled)",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="this run only")
 
-    p = command(
-        "history",
-        "every message the thread ever held, cleared and compacted ones marked",
-    )
-    _add_thread_flags(p, required=True)
+    if (
+        p := command(
+            "history",
+            "every message the thread ever held, cleared and compacted ones marked",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
 
-    p = command("state", "rebuild a thread's state (time travel: --at)")
-    _add_thread_flags(p, required=True)
-    p.add_argument(
-        "--at", type=_non_negative, metavar="N", help="as of version N (default: head)"
-    )
+    if (
+        p := command("state", "rebuild a thread's state (time travel: --at)")
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument(
+            "--at",
+            type=_non_negative,
+            metavar="N",
+            help="as of version N (default: head)",
+        )
 
-    p = command(
-        "diff",
-        "what changed in the state between two versions, and the events between",
-    )
-    _add_thread_flags(p, required=True)
-    p.add_argument(
-        "--from", dest="start", type=_non_negative, metavar="N", help="default: head-1"
-    )
-    p.add_argument(
-        "--to", dest="stop", type=_non_negative, metavar="M", help="default: head"
-    )
+    if (
+        p := command(
+            "diff",
+            "what changed in the state between two versions, and the events between",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument(
+            "--from",
+            dest="start",
+            type=_non_negative,
+            metavar="N",
+            help="default: head-1",
+        )
+        p.add_argument(
+            "--to", dest="stop", type=_non_negative, metavar="M", help="default: head"
+        )
 
-    p = command(
-        "verify",
-        "check checksums, hash chain, epochs and checkpoints (every thread if no "
-        "thread is named); exit 1 on a problem",
-    )
-    _add_thread_flags(p, required=False)
-    p.add_argument(
-        "--trust",
-        metavar="PUBLIC_KEY",
-        help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM file): "
-        "fail unless the history extends the last seal it signed",
-    )
-    p.add_argument(
-        "--anchor",
-        metavar="SEAL_FILE",
-        help="a seal printed by `seal` and kept elsewhere: the history must extend "
-        "it too (needs --trust)",
-    )
+    if (
+        p := command(
+            "verify",
+            "check checksums, hash chain, epochs and checkpoints (every thread if no "
+            "thread is named); exit 1 on a problem",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=False)
+        p.add_argument(
+            "--trust",
+            metavar="PUBLIC_KEY",
+            help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM "
+            "file): fail unless the history extends the last seal it signed",
+        )
+        p.add_argument(
+            "--anchor",
+            metavar="SEAL_FILE",
+            help="a seal printed by `seal` and kept elsewhere: the history must extend "
+            "it too (needs --trust)",
+        )
 
-    p = command(
-        "seal",
-        "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
-        "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
-    )
-    _add_thread_flags(p, required=True)
-    p.add_argument("--new", action="store_true", help="sign a seal at the head now")
+    if (
+        p := command(
+            "seal",
+            "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
+            "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument("--new", action="store_true", help="sign a seal at the head now")
 
-    p = command("checkpoint", "write a checkpoint at the head")
-    _add_thread_flags(p, required=True)
-    _add_lease_flags(p)
+    if (p := command("checkpoint", "write a checkpoint at the head")) is not None:
+        _add_thread_flags(p, required=True)
+        _add_lease_flags(p)
 
-    p = command(
-        "export", "export every record, one JSON line each (JSON already: no --json)"
-    )
-    _add_thread_flags(p, required=True)
-    p.add_argument("--format", choices=["jsonl"], default="jsonl")
-    p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
+    if (
+        p := command(
+            "export",
+            "export every record, one JSON line each (JSON already: no --json)",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument("--format", choices=["jsonl"], default="jsonl")
+        p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
 
-    p = command(
-        "recover",
-        "if the thread needs it, take the lease (an unfinished run is marked "
-        "interrupted) and report tool calls whose outcome is unknown; never "
-        "re-runs a tool, and writes nothing when nothing needs recovery",
-    )
-    _add_thread_flags(p, required=True)
-    _add_lease_flags(p)
+    if (
+        p := command(
+            "recover",
+            "if the thread needs it, take the lease (an unfinished run is marked "
+            "interrupted) and report tool calls whose outcome is unknown; never "
+            "re-runs a tool, and writes nothing when nothing needs recovery",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        _add_lease_flags(p)
 
-    p = command(
-        "reconcile",
-        "record what became of each uncertain tool call (exactly the uncertain "
-        "set), so the thread can run again; no model is called",
-    )
-    _add_thread_flags(p, required=True)
-    p.add_argument(
-        "--call",
-        dest="calls",
-        action="append",
-        default=[],
-        type=_pair,
-        metavar="CALL_ID=OUTCOME",
-        help="the call's outcome as text, e.g. 'call-7=sent' (repeatable)",
-    )
-    p.add_argument(
-        "--error",
-        dest="errors",
-        action="append",
-        default=[],
-        type=_pair,
-        metavar="CALL_ID=MESSAGE",
-        help="the call failed, with this message (repeatable)",
-    )
-    p.add_argument(
-        "--reason",
-        default="reconciled by an operator",
-        help="why, recorded with each verdict (default: %(default)s)",
-    )
-    _add_lease_flags(p)
+    if (
+        p := command(
+            "reconcile",
+            "record what became of each uncertain tool call (exactly the uncertain "
+            "set), so the thread can run again; no model is called",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True)
+        p.add_argument(
+            "--call",
+            dest="calls",
+            action="append",
+            default=[],
+            type=_pair,
+            metavar="CALL_ID=OUTCOME",
+            help="the call's outcome as text, e.g. 'call-7=sent' (repeatable)",
+        )
+        p.add_argument(
+            "--error",
+            dest="errors",
+            action="append",
+            default=[],
+            type=_pair,
+            metavar="CALL_ID=MESSAGE",
+            help="the call failed, with this message (repeatable)",
+        )
+        p.add_argument(
+            "--reason",
+            default="reconciled by an operator",
+            help="why, recorded with each verdict (default: %(default)s)",
+        )
+        _add_lease_flags(p)
 
-    p = command(
-        "import",
-        "create a new thread from a snapshot-mode state slot (--from) or from an "
-        "`export` file (--from-export)",
-    )
-    _add_thread_flags(p, required=True, creates=True)
-    p.add_argument(
-        "--from",
-        dest="source",
-        metavar="URL",
-        help="the state store: a directory or file:// (JSON files), redis://..., "
-        "sqlite+aiosqlite://..., postgresql+asyncpg://... "
-        "(default: the JSON-file store's default root for the agent)",
-    )
-    p.add_argument(
-        "--from-export",
-        dest="export_file",
-        metavar="FILE",
-        help="a file `export` wrote: the new thread's records carry its events",
-    )
-    p.add_argument("--holder", help="holder id written in the lease")
+    if (
+        p := command(
+            "import",
+            "create a new thread from a snapshot-mode state slot (--from) or from an "
+            "`export` file (--from-export)",
+        )
+    ) is not None:
+        _add_thread_flags(p, required=True, creates=True)
+        p.add_argument(
+            "--from",
+            dest="source",
+            metavar="URL",
+            help="the state store: a directory or file:// (JSON files), redis://..., "
+            "sqlite+aiosqlite://..., postgresql+asyncpg://... "
+            "(default: the JSON-file store's default root for the agent)",
+        )
+        p.add_argument(
+            "--from-export",
+            dest="export_file",
+            metavar="FILE",
+            help="a file `export` wrote: the new thread's records carry its events",
+        )
+        p.add_argument("--holder", help="holder id written in the lease")
 
     _add_ui(command)
-    add_turns_command(sub)
+    if only in (None, "turns"):
+        add_turns_command(sub)
+        turns = sub.choices["turns"]
+        if isinstance(turns, JournalParser):
+            turns.quiet = quiet
     return parser
 
 
-def _add_ui(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
+COMMANDS = (
+    "demo",
+    "index",
+    "ls",
+    "log",
+    "runs",
+    "history",
+    "state",
+    "diff",
+    "verify",
+    "seal",
+    "checkpoint",
+    "export",
+    "recover",
+    "reconcile",
+    "import",
+    "ui",
+    "turns",
+)
+"""Every command's name, in the order the help lists them."""
+
+
+def parse_command_line(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` as :func:`build_parser`'s parser does, building less of it.
+
+    A command line that names a command and asks for no help or version is parsed
+    by a parser holding that command's subparser only (about a seventh of the
+    work of building them all, on every run of the CLI). Parsing is then exactly
+    the whole parser's: the options before the command are the same, and argparse
+    picks the subparser by the name alone. When that parse fails, or picks another
+    command (a value that looked like its name), the whole parser parses the line
+    again and prints its own messages.
+
+    Raises:
+        SystemExit: What argparse raises: usage errors, ``--help``, ``--version``.
+    """
+    only = _named_command(argv)
+    if only is not None:
+        try:
+            args = build_parser(only, quiet=True).parse_args(argv)
+        except UsageErrorRaised:
+            pass
+        else:
+            if args.command == only:
+                return args
+    return build_parser().parse_args(argv)
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    # The first token that names a command, unless one may ask for help or the
+    # version (also as argparse accepts them abbreviated): those print the whole
+    # parser's text.
+    for arg in argv:
+        if arg == "-h" or (
+            len(arg) > 2 and ("--help".startswith(arg) or "--version".startswith(arg))
+        ):
+            return None
+    return next((arg for arg in argv if arg in COMMANDS), None)
+
+
+def _add_ui(command: Callable[[str, str], argparse.ArgumentParser | None]) -> None:
     # Option values are plain here; journal.web.command checks them and needs the
     # optional ``ui`` extra only once the command runs.
     p = command(
@@ -489,6 +614,8 @@ def _add_ui(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
         "serve a read-only web timeline: threads, runs, tool calls, state at any "
         "version, diffs and verify, updated live (needs the 'ui' extra)",
     )
+    if p is None:
+        return
     p.add_argument(
         "--host",
         default=DEFAULT_HOST,
