@@ -180,6 +180,44 @@ class UsageErrorRaised(Exception):
     """A quiet parser's usage error (see :func:`build_parser`)."""
 
 
+def _terminal_columns() -> int:
+    # What shutil.get_terminal_size() gives argparse: $COLUMNS, else the
+    # terminal's width, else 80.
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = (
+                0 if stdout is None else os.get_terminal_size(stdout.fileno()).columns
+            )
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, sized without importing ``shutil``.
+
+    argparse makes one per argument added, and sizes it with
+    ``shutil.get_terminal_size``: importing ``shutil`` (with ``bz2`` and
+    ``lzma``) took 2 ms of every cold command, which prints no help.
+    """
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2  # as argparse does
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class JournalParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors suggest the nearest command or option.
 
@@ -188,6 +226,7 @@ class JournalParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
         self.commands: dict[str, argparse.ArgumentParser] = {}
         self.quiet = False

@@ -292,3 +292,32 @@ def test_a_reading_command_on_a_local_root_runs_without_asyncio_or_logging(
     assert "journal.engine" in loaded  # the command did run
     assert "asyncio" not in loaded
     assert "logging" not in loaded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["state", *THREAD], ["--json", "state", *THREAD], ["log", *THREAD, "--tail", "3"]],
+    ids=["state", "state-json", "log-tail"],
+)
+def test_a_reading_command_by_flags_loads_no_path_or_url_modules(
+    argv, journal_root, tmp_path
+):
+    """pathlib, urllib.parse and shutil (with bz2 and lzma) cost a cold command
+    several milliseconds and it needs none of them."""
+    loaded = _loaded_by_command(argv, journal_root, tmp_path)
+    assert "journal.engine" in loaded  # the command did run
+    for module in ("pathlib", "urllib.parse", "shutil", "lzma"):
+        assert module not in loaded
+
+
+@pytest.mark.parametrize("columns", [None, "50", "133", "0", "-3", "wide"])
+def test_the_help_formatter_is_as_wide_as_argparses(columns, monkeypatch):
+    import argparse
+
+    from journal.cli.parser import _Formatter
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _Formatter("p")._width == argparse.HelpFormatter("p")._width
