@@ -807,10 +807,11 @@ class LocalStore(ObjectStore):
     async def create(self, key: str, data: bytes) -> str:
         directory, _, name = key.rpartition("/")
         # Records and blobs are the appends; a LEASE or an index entry is no sign
-        # of another thread being written.
-        framed = segment_of(name) is not None
+        # of another thread being written, and appends that are not synced have
+        # no syncs to overlap in workers.
+        durable = self.fsync and segment_of(name) is not None
         return await self._writing(
-            self._publish, key, data, durable_in=directory if framed else None
+            self._publish, key, data, durable_in=directory if durable else None
         )
 
     async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:

@@ -7,17 +7,26 @@ argparse, terminals or JSON. :mod:`journal.cli.render_text` and
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from journal import events as ev
 from journal.codec import Record
-from journal.engine import VerifyReport
 from journal.keys import ThreadKey
-from journal.seals import Seal
 from projections.agent_state import AgentState
-from projections.audit import HistoryEntry, RunEntry, ToolCallEntry
+
+if TYPE_CHECKING:
+    # Reports are only ever built and encoded, never decoded into, so msgspec
+    # never resolves these annotations; importing the verifier, the seal format
+    # and the audit projections here cost every cold command about 6 ms.
+    from journal.engine import VerifyReport  # noqa: TC004
+    from journal.seals import Seal  # noqa: TC004
+    from projections.audit import (  # noqa: TC004
+        HistoryEntry,
+        RunEntry,
+        ToolCallEntry,
+    )
 
 __all__ = [
     "CALL_STATUSES",

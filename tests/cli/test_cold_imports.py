@@ -303,11 +303,13 @@ def test_a_reading_command_by_flags_loads_no_path_or_url_modules(
     argv, journal_root, tmp_path
 ):
     """pathlib, urllib.parse and shutil (with bz2 and lzma) cost a cold command
-    several milliseconds and it needs none of them."""
+    several milliseconds and it needs none of them; nor the verifier, which the
+    report types name only in annotations."""
     loaded = _loaded_by_command(argv, journal_root, tmp_path)
     assert "journal.engine" in loaded  # the command did run
     for module in ("pathlib", "urllib.parse", "shutil", "lzma"):
         assert module not in loaded
+    assert "journal.engine.verify" not in loaded
 
 
 @pytest.mark.parametrize("columns", [None, "50", "133", "0", "-3", "wide"])

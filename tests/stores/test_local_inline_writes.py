@@ -133,6 +133,24 @@ async def test_appends_to_several_threads_at_once_go_to_workers(
     await store.aclose()
 
 
+async def test_appends_without_fsync_stay_on_the_loop_for_several_threads(
+    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without fsync there are no syncs to overlap: appends to several threads'
+    logs at once are written on the loop, as one thread's are."""
+    monkeypatch.setattr(local_module, "_CONCURRENT_WINDOW", 60.0)
+    store = LocalStore(tmp_path, fsync=False)
+    for version in range(1, 6):
+        await store.create(f"a/log/{version:020d}.rec", b"a")
+        await store.create(f"b/log/{version:020d}.rec", b"b")
+    assert hops == []
+    got = await store.read_many(
+        [f"{t}/log/{v:020d}.rec" for t in "ab" for v in range(1, 6)]
+    )
+    assert got == [b"a"] * 5 + [b"b"] * 5
+    await store.aclose()
+
+
 async def test_an_append_on_the_loop_lets_other_tasks_run(tmp_path: Path) -> None:
     """Appends that never leave the loop still yield to it, so that timers (a
     writer's lease renewal) and other tasks run between them."""
