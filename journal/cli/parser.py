@@ -309,6 +309,289 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _demo_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--incident",
+        action="store_true",
+        help="stop after the crash (step 4): leave the interrupted run and its "
+        "uncertain tool call to investigate (docs/CLI.md)",
+    )
+
+
+def _ls_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=False)
+    p.add_argument(
+        "--attention",
+        action="store_true",
+        help="only threads that need attention: an unfinished run, uncertain "
+        "tool calls, or damage",
+    )
+
+
+def _log_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument("--from", dest="start", type=_non_negative, metavar="N")
+    p.add_argument("--to", dest="stop", type=_non_negative, metavar="M")
+    p.add_argument("--tail", type=_non_negative, metavar="K", help="the last K only")
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="one run's records")
+    p.add_argument(
+        "--type",
+        dest="types",
+        action="append",
+        default=[],
+        metavar="EVENT_TYPE",
+        help="only events of this type, e.g. ToolCallRequested (repeatable)",
+    )
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing new records as they are committed, until Ctrl-C",
+    )
+    p.add_argument(
+        "--poll",
+        type=_seconds,
+        default=0.5,
+        metavar="SECONDS",
+        help="with --follow: how often to look for new records (default: 0.5)",
+    )
+    p.add_argument(
+        "--limit",
+        type=_non_negative,
+        metavar="N",
+        help="with --follow: stop after N records",
+    )
+
+
+def _runs_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="this run only")
+
+
+def _history_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+
+
+def _state_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument(
+        "--at",
+        type=_non_negative,
+        metavar="N",
+        help="as of version N (default: head)",
+    )
+
+
+def _diff_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument(
+        "--from",
+        dest="start",
+        type=_non_negative,
+        metavar="N",
+        help="default: head-1",
+    )
+    p.add_argument(
+        "--to", dest="stop", type=_non_negative, metavar="M", help="default: head"
+    )
+
+
+def _verify_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=False)
+    p.add_argument(
+        "--trust",
+        metavar="PUBLIC_KEY",
+        help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM "
+        "file): fail unless the history extends the last seal it signed",
+    )
+    p.add_argument(
+        "--anchor",
+        metavar="SEAL_FILE",
+        help="a seal printed by `seal` and kept elsewhere: the history must extend "
+        "it too (needs --trust)",
+    )
+
+
+def _seal_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument("--new", action="store_true", help="sign a seal at the head now")
+
+
+def _checkpoint_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    _add_lease_flags(p)
+
+
+def _export_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument("--format", choices=["jsonl"], default="jsonl")
+    p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
+
+
+def _recover_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    _add_lease_flags(p)
+
+
+def _reconcile_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True)
+    p.add_argument(
+        "--call",
+        dest="calls",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="CALL_ID=OUTCOME",
+        help="the call's outcome as text, e.g. 'call-7=sent' (repeatable)",
+    )
+    p.add_argument(
+        "--error",
+        dest="errors",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="CALL_ID=MESSAGE",
+        help="the call failed, with this message (repeatable)",
+    )
+    p.add_argument(
+        "--reason",
+        default="reconciled by an operator",
+        help="why, recorded with each verdict (default: %(default)s)",
+    )
+    _add_lease_flags(p)
+
+
+def _import_flags(p: argparse.ArgumentParser) -> None:
+    _add_thread_flags(p, required=True, creates=True)
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="URL",
+        help="the state store: a directory or file:// (JSON files), redis://..., "
+        "sqlite+aiosqlite://..., postgresql+asyncpg://... "
+        "(default: the JSON-file store's default root for the agent)",
+    )
+    p.add_argument(
+        "--from-export",
+        dest="export_file",
+        metavar="FILE",
+        help="a file `export` wrote: the new thread's records carry its events",
+    )
+    p.add_argument("--holder", help="holder id written in the lease")
+
+
+def _ui_flags(p: argparse.ArgumentParser) -> None:
+    # Option values are plain here; journal.web.command checks them and needs the
+    # optional ``ui`` extra only once the command runs.
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default: {DEFAULT_HOST}); any other than loopback "
+        "requires a token",
+    )
+    p.add_argument(
+        "--port",
+        type=_non_negative,
+        default=DEFAULT_PORT,
+        metavar="N",
+        help=f"TCP port (default: {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--token",
+        help="token every request must carry (default: none on loopback, "
+        "a generated one otherwise)",
+    )
+    p.add_argument(
+        "--poll",
+        type=_seconds,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often live updates look at the journal (default: 1)",
+    )
+
+
+_COMMAND_SPECS: dict[
+    str, tuple[str, Callable[[argparse.ArgumentParser], None] | None]
+] = {
+    "demo": (
+        "run a ten-second tour: turns with a tool call, a crash, a takeover, "
+        "a zombie writer, time travel and verify",
+        _demo_flags,
+    ),
+    "index": (
+        "register every thread in the store's thread index, so that listing reads "
+        "one prefix: for a store from before the index, or threads copied in by hand",
+        None,
+    ),
+    "ls": (
+        "list threads with their head, last activity and what needs attention",
+        _ls_flags,
+    ),
+    "log": (
+        "show a thread's records and events",
+        _log_flags,
+    ),
+    "runs": (
+        "the run ledger: each run's outcome, turn, parent run and tool calls "
+        "(completed / uncertain / reconciled)",
+        _runs_flags,
+    ),
+    "history": (
+        "every message the thread ever held, cleared and compacted ones marked",
+        _history_flags,
+    ),
+    "state": (
+        "rebuild a thread's state (time travel: --at)",
+        _state_flags,
+    ),
+    "diff": (
+        "what changed in the state between two versions, and the events between",
+        _diff_flags,
+    ),
+    "verify": (
+        "check checksums, hash chain, epochs and checkpoints (every thread if no "
+        "thread is named); exit 1 on a problem",
+        _verify_flags,
+    ),
+    "seal": (
+        "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
+        "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
+        _seal_flags,
+    ),
+    "checkpoint": (
+        "write a checkpoint at the head",
+        _checkpoint_flags,
+    ),
+    "export": (
+        "export every record, one JSON line each (JSON already: no --json)",
+        _export_flags,
+    ),
+    "recover": (
+        "if the thread needs it, take the lease (an unfinished run is marked "
+        "interrupted) and report tool calls whose outcome is unknown; never "
+        "re-runs a tool, and writes nothing when nothing needs recovery",
+        _recover_flags,
+    ),
+    "reconcile": (
+        "record what became of each uncertain tool call (exactly the uncertain "
+        "set), so the thread can run again; no model is called",
+        _reconcile_flags,
+    ),
+    "import": (
+        "create a new thread from a snapshot-mode state slot (--from) or from an "
+        "`export` file (--from-export)",
+        _import_flags,
+    ),
+    "ui": (
+        "serve a read-only web timeline: threads, runs, tool calls, state at any "
+        "version, diffs and verify, updated live (needs the 'ui' extra)",
+        _ui_flags,
+    ),
+}
+"""Each command but ``turns`` (:mod:`journal.cli.commands.turns` adds it): its help,
+and what adds its own flags besides the common ones."""
+
+
 def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalParser:
     """Build the argument parser of ``agent-journal``.
 
@@ -344,239 +627,10 @@ def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalPars
             p.quiet = quiet
         return p
 
-    if (
-        p := command(
-            "demo",
-            "run a ten-second tour: turns with a tool call, a crash, a takeover, "
-            "a zombie writer, time travel and verify",
-        )
-    ) is not None:
-        p.add_argument(
-            "--incident",
-            action="store_true",
-            help="stop after the crash (step 4): leave the interrupted run and its "
-            "uncertain tool call to investigate (docs/CLI.md)",
-        )
-
-    command(
-        "index",
-        "register every thread in the store's thread index, so that listing reads "
-        "one prefix: for a store from before the index, or threads copied in by hand",
-    )
-
-    if (
-        p := command(
-            "ls",
-            "list threads with their head, last activity and what needs attention",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=False)
-        p.add_argument(
-            "--attention",
-            action="store_true",
-            help="only threads that need attention: an unfinished run, uncertain "
-            "tool calls, or damage",
-        )
-
-    if (p := command("log", "show a thread's records and events")) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument("--from", dest="start", type=_non_negative, metavar="N")
-        p.add_argument("--to", dest="stop", type=_non_negative, metavar="M")
-        p.add_argument(
-            "--tail", type=_non_negative, metavar="K", help="the last K only"
-        )
-        p.add_argument(
-            "--run", dest="run_id", metavar="RUN_ID", help="one run's records"
-        )
-        p.add_argument(
-            "--type",
-            dest="types",
-            action="append",
-            default=[],
-            metavar="EVENT_TYPE",
-            help="only events of this type, e.g. ToolCallRequested (repeatable)",
-        )
-        p.add_argument(
-            "--follow",
-            "-f",
-            action="store_true",
-            help="keep printing new records as they are committed, until Ctrl-C",
-        )
-        p.add_argument(
-            "--poll",
-            type=_seconds,
-            default=0.5,
-            metavar="SECONDS",
-            help="with --follow: how often to look for new records (default: 0.5)",
-        )
-        p.add_argument(
-            "--limit",
-            type=_non_negative,
-            metavar="N",
-            help="with --follow: stop after N records",
-        )
-
-    if (
-        p := command(
-            "runs",
-            "the run ledger: each run's outcome, turn, parent run and tool calls "
-            "(completed / uncertain / reconciled)",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="this run only")
-
-    if (
-        p := command(
-            "history",
-            "every message the thread ever held, cleared and compacted ones marked",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-
-    if (
-        p := command("state", "rebuild a thread's state (time travel: --at)")
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument(
-            "--at",
-            type=_non_negative,
-            metavar="N",
-            help="as of version N (default: head)",
-        )
-
-    if (
-        p := command(
-            "diff",
-            "what changed in the state between two versions, and the events between",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument(
-            "--from",
-            dest="start",
-            type=_non_negative,
-            metavar="N",
-            help="default: head-1",
-        )
-        p.add_argument(
-            "--to", dest="stop", type=_non_negative, metavar="M", help="default: head"
-        )
-
-    if (
-        p := command(
-            "verify",
-            "check checksums, hash chain, epochs and checkpoints (every thread if no "
-            "thread is named); exit 1 on a problem",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=False)
-        p.add_argument(
-            "--trust",
-            metavar="PUBLIC_KEY",
-            help="an Ed25519 public key (ed25519:<base64>, 64 hex digits or a PEM "
-            "file): fail unless the history extends the last seal it signed",
-        )
-        p.add_argument(
-            "--anchor",
-            metavar="SEAL_FILE",
-            help="a seal printed by `seal` and kept elsewhere: the history must extend "
-            "it too (needs --trust)",
-        )
-
-    if (
-        p := command(
-            "seal",
-            "print the thread's latest seal (JSON), to publish elsewhere; --new signs "
-            "one at the head first (key: $AGENT_JOURNAL_SIGNING_KEY)",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument("--new", action="store_true", help="sign a seal at the head now")
-
-    if (p := command("checkpoint", "write a checkpoint at the head")) is not None:
-        _add_thread_flags(p, required=True)
-        _add_lease_flags(p)
-
-    if (
-        p := command(
-            "export",
-            "export every record, one JSON line each (JSON already: no --json)",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument("--format", choices=["jsonl"], default="jsonl")
-        p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
-
-    if (
-        p := command(
-            "recover",
-            "if the thread needs it, take the lease (an unfinished run is marked "
-            "interrupted) and report tool calls whose outcome is unknown; never "
-            "re-runs a tool, and writes nothing when nothing needs recovery",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        _add_lease_flags(p)
-
-    if (
-        p := command(
-            "reconcile",
-            "record what became of each uncertain tool call (exactly the uncertain "
-            "set), so the thread can run again; no model is called",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True)
-        p.add_argument(
-            "--call",
-            dest="calls",
-            action="append",
-            default=[],
-            type=_pair,
-            metavar="CALL_ID=OUTCOME",
-            help="the call's outcome as text, e.g. 'call-7=sent' (repeatable)",
-        )
-        p.add_argument(
-            "--error",
-            dest="errors",
-            action="append",
-            default=[],
-            type=_pair,
-            metavar="CALL_ID=MESSAGE",
-            help="the call failed, with this message (repeatable)",
-        )
-        p.add_argument(
-            "--reason",
-            default="reconciled by an operator",
-            help="why, recorded with each verdict (default: %(default)s)",
-        )
-        _add_lease_flags(p)
-
-    if (
-        p := command(
-            "import",
-            "create a new thread from a snapshot-mode state slot (--from) or from an "
-            "`export` file (--from-export)",
-        )
-    ) is not None:
-        _add_thread_flags(p, required=True, creates=True)
-        p.add_argument(
-            "--from",
-            dest="source",
-            metavar="URL",
-            help="the state store: a directory or file:// (JSON files), redis://..., "
-            "sqlite+aiosqlite://..., postgresql+asyncpg://... "
-            "(default: the JSON-file store's default root for the agent)",
-        )
-        p.add_argument(
-            "--from-export",
-            dest="export_file",
-            metavar="FILE",
-            help="a file `export` wrote: the new thread's records carry its events",
-        )
-        p.add_argument("--holder", help="holder id written in the lease")
-
-    _add_ui(command)
+    for name, (help_text, add_flags) in _COMMAND_SPECS.items():
+        p = command(name, help_text)
+        if p is not None and add_flags is not None:
+            add_flags(p)
     if only in (None, "turns"):
         add_turns_command(sub)
         turns = sub.choices["turns"]
@@ -585,25 +639,7 @@ def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalPars
     return parser
 
 
-COMMANDS = (
-    "demo",
-    "index",
-    "ls",
-    "log",
-    "runs",
-    "history",
-    "state",
-    "diff",
-    "verify",
-    "seal",
-    "checkpoint",
-    "export",
-    "recover",
-    "reconcile",
-    "import",
-    "ui",
-    "turns",
-)
+COMMANDS = (*_COMMAND_SPECS, "turns")
 """Every command's name, in the order the help lists them."""
 
 
@@ -643,43 +679,6 @@ def _named_command(argv: Sequence[str]) -> str | None:
         ):
             return None
     return next((arg for arg in argv if arg in COMMANDS), None)
-
-
-def _add_ui(command: Callable[[str, str], argparse.ArgumentParser | None]) -> None:
-    # Option values are plain here; journal.web.command checks them and needs the
-    # optional ``ui`` extra only once the command runs.
-    p = command(
-        "ui",
-        "serve a read-only web timeline: threads, runs, tool calls, state at any "
-        "version, diffs and verify, updated live (needs the 'ui' extra)",
-    )
-    if p is None:
-        return
-    p.add_argument(
-        "--host",
-        default=DEFAULT_HOST,
-        help=f"address to listen on (default: {DEFAULT_HOST}); any other than loopback "
-        "requires a token",
-    )
-    p.add_argument(
-        "--port",
-        type=_non_negative,
-        default=DEFAULT_PORT,
-        metavar="N",
-        help=f"TCP port (default: {DEFAULT_PORT}; 0 picks a free one)",
-    )
-    p.add_argument(
-        "--token",
-        help="token every request must carry (default: none on loopback, "
-        "a generated one otherwise)",
-    )
-    p.add_argument(
-        "--poll",
-        type=_seconds,
-        default=1.0,
-        metavar="SECONDS",
-        help="how often live updates look at the journal (default: 1)",
-    )
 
 
 # --- flags to options -----------------------------------------------------------------
