@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import platform
 import statistics
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from _peers.base import du
 from _peers.journal_peer import events as peer_events
 from _peers.workload import make_turn
@@ -100,7 +100,7 @@ async def codec_rows(n: int) -> list[tuple[str, str, str]]:
         )
 
     def sealed_one(i: int, plain: codec.EncodedRecord) -> codec.EncodedRecord:
-        encoded = dataclasses.replace(plain)
+        encoded = msgspec.structs.replace(plain)
         key_id, encrypt = cipher.record_encrypter(i + 1)
         codec.seal_record(encoded, version=i + 1, key_id=key_id, encrypt=encrypt)
         return encoded

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -62,8 +61,7 @@ _encoder = msgspec.msgpack.Encoder()
 _chunk_decoder = msgspec.msgpack.Decoder(list[Msg])
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointPolicy:
+class CheckpointPolicy(msgspec.Struct, frozen=True):
     """When a writer checkpoints on its own.
 
     A checkpoint is due once ``every`` records have been committed since the last
@@ -310,8 +308,7 @@ _LOG_REF = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class LogSpan:
+class LogSpan(msgspec.Struct, frozen=True):
     """A checkpoint chunk read from the log instead of a blob.
 
     The chunk is the ``count`` messages that the records ``first`` to ``last``

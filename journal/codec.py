@@ -15,7 +15,6 @@ import re
 import struct
 import types
 import zlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -196,14 +195,13 @@ class EncryptedBody(msgspec.Struct, array_like=True, frozen=True):
     ciphertext: bytes
 
 
-@dataclass(slots=True)
-class EncodedRecord:
+class EncodedRecord(msgspec.Struct):
     """A record ready to publish, with the blobs that must exist before it."""
 
     data: bytes
     hash: bytes
     content_digest: bytes
-    blobs: dict[str, bytes] = field(default_factory=dict)
+    blobs: dict[str, bytes] = msgspec.field(default_factory=dict)
     events: list[object] | None = None
     """The events as readers will decode them (None when not validated)."""
     epoch: int = 0
@@ -212,8 +210,7 @@ class EncodedRecord:
     """The body as framed: the canonical body, or its zstd frame."""
 
 
-@dataclass(slots=True)
-class ParsedRecord:
+class ParsedRecord(msgspec.Struct):
     """A record whose framing, checksum and hash were verified; events still raw.
 
     ``sealed`` records are encrypted ones read without their key: only the clear
@@ -240,8 +237,7 @@ class ParsedRecord:
 # --- the event registry ---------------------------------------------------------
 
 
-@dataclass(slots=True)
-class EventType:
+class EventType(msgspec.Struct):
     """One registered event type, as :func:`unregister_event` hands it back.
 
     Attributes:
@@ -256,9 +252,25 @@ class EventType:
     name: str
     required: bool
     schema: int
-    _decoder: msgspec.msgpack.Decoder[Any] | None = field(
-        default=None, repr=False, compare=False
-    )
+    _decoder: msgspec.msgpack.Decoder[Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        # The decoder is a cache: two registrations of a type are equal whether
+        # or not either has built it.
+        if type(other) is not EventType:
+            return NotImplemented
+        return (self.cls, self.name, self.required, self.schema) == (
+            other.cls,
+            other.name,
+            other.required,
+            other.schema,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"EventType(cls={self.cls!r}, name={self.name!r}, "
+            f"required={self.required!r}, schema={self.schema!r})"
+        )
 
     @property
     def decoder(self) -> msgspec.msgpack.Decoder[Any]:

@@ -23,15 +23,18 @@ import functools
 import hashlib
 import os
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import msgspec
 
 from journal.errors import EncryptionError
 
 if TYPE_CHECKING:
+    # Names of struct fields too (TC004): these structs are built, never
+    # decoded into, so msgspec never resolves their annotations.
     from pathlib import Path
 
-    from journal.store import ObjectStore
+    from journal.store import ObjectStore  # noqa: TC004
 
 __all__ = [
     "DATA_KEY_SIZE",
@@ -412,8 +415,7 @@ class EnvKey(StaticKeys):
         super().__init__(keys, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class Encryption:
+class Encryption(msgspec.Struct, frozen=True):
     """What ``Journal.open(encryption=...)`` takes beyond a bare provider.
 
     Attributes:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -95,8 +94,7 @@ class KeyObject(msgspec.Struct, frozen=True):
 _decoder = msgspec.json.Decoder(KeyObject)
 
 
-@dataclass(slots=True)
-class OwnerKeys:
+class OwnerKeys(msgspec.Struct):
     """An owner's keys as loaded: usable DEKs, erased ids, or why none are usable.
 
     Attributes:
@@ -109,7 +107,7 @@ class OwnerKeys:
     """
 
     owner: str
-    keys: dict[str, bytes] = field(default_factory=dict)
+    keys: dict[str, bytes] = msgspec.field(default_factory=dict)
     erased: frozenset[str] = frozenset()
     erased_at: float = 0.0
     error: EncryptionError | None = None

@@ -31,8 +31,9 @@ Backends never let a native exception escape: they raise ``StorageError`` subcla
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from journal.loopless import gather, limiter
 
@@ -43,8 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["ObjectStore", "Quarantined"]
 
 
-@dataclass(frozen=True, slots=True)
-class Quarantined:
+class Quarantined(msgspec.Struct, frozen=True):
     """Bytes a store cut from the tail of one of its files and kept aside.
 
     Attributes:

@@ -101,8 +101,9 @@ import struct
 import threading
 import weakref
 import zlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
+
+import msgspec
 
 from journal import layout
 from journal.errors import (
@@ -236,19 +237,20 @@ def frame(kind: int, name: str, data: bytes) -> bytes:
 _ID_FRAME_SIZE = _HEAD.size + 4 + 16 + 4
 
 
-@dataclass(slots=True)
-class _Index:
+class _Index(msgspec.Struct):
     """What a scan of one segment file found."""
 
     ino: int = -1
     file_id: bytes | None = None  # from the segment's first frame
     end: int = 0  # just past the last valid frame
-    live: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> data
+    live: dict[str, tuple[int, int]] = msgspec.field(
+        default_factory=dict
+    )  # name -> data
     size: int = 0  # the file's size when last looked at (frames plus reserve)
     torn: int = 0  # bytes after ``end`` that belong to no valid frame
     # Last frames whose header had one flipped bit, read with it put back (their
     # data checksum holds): name -> the frame's offset. Verify reports them.
-    repaired: dict[str, int] = field(default_factory=dict)
+    repaired: dict[str, int] = msgspec.field(default_factory=dict)
     # Whether this process made the file's directory entry durable: a segment
     # created by a writer that crashed before acknowledging may not be.
     dir_synced: bool = False
@@ -788,8 +790,7 @@ def _parse(
     return kind, name, data_at, data_len, end
 
 
-@dataclass(frozen=True, slots=True)
-class CutTail:
+class CutTail(msgspec.Struct, frozen=True):
     """What the bytes of a quarantine file are (see :func:`inspect_cut`).
 
     Attributes:
@@ -807,8 +808,7 @@ class CutTail:
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentTail:
+class SegmentTail(msgspec.Struct, frozen=True):
     """A segment's end as :meth:`SegmentSet.inspect_tail` found it.
 
     Attributes:

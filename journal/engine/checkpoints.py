@@ -14,8 +14,9 @@ reads those records (:func:`read_spans`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
+
+import msgspec
 
 from journal import codec
 from journal.checkpoint import (
@@ -36,9 +37,11 @@ from journal.loopless import pause
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
+    # Names of struct fields too (TC004): these structs are built, never
+    # decoded into, so msgspec never resolves their annotations.
     from collections.abc import Callable
 
-    from journal import events as ev
+    from journal import events as ev  # noqa: TC004
     from journal.checkpoint import ChunkEncoder
     from journal.engine.log import ThreadLog
     from journal.store import ObjectStore
@@ -61,8 +64,7 @@ CHUNK_SLICE = 64
 """Messages a background checkpoint encodes between two commits."""
 
 
-@dataclass(slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct):
     """What a checkpoint needs, captured synchronously at a version.
 
     Attributes:
@@ -80,8 +82,7 @@ class Snapshot:
     batches: bytes = b""
 
 
-@dataclass(slots=True)
-class LogRefs:
+class LogRefs(msgspec.Struct):
     """A writer's means of naming chunks as log spans.
 
     Attributes:
@@ -96,7 +97,7 @@ class LogRefs:
     provenance: Provenance
     min_density: float = 0.0
     max_version: int = 2**63
-    known: dict[str, str] = field(default_factory=dict)
+    known: dict[str, str] = msgspec.field(default_factory=dict)
 
     @classmethod
     def of(cls, log_spans: str, store: ObjectStore) -> LogRefs | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -107,8 +106,7 @@ class _LeaseObject(msgspec.Struct, omit_defaults=True):
 _object_decoder = msgspec.json.Decoder(_LeaseObject)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRead:
+class LeaseRead(msgspec.Struct, frozen=True):
     """What reading ``LEASE`` found.
 
     Attributes:

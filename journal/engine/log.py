@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import msgspec
@@ -72,8 +71,7 @@ class ChainBrokenError(CorruptRecordError):
     """A record's ``prev_hash`` is not the hash of the record before it."""
 
 
-@dataclass(slots=True, frozen=True)
-class ScanProblem:
+class ScanProblem(msgspec.Struct, frozen=True):
     """What :meth:`ThreadLog.audit` found wrong at one version.
 
     Attributes:

@@ -9,7 +9,6 @@ back to the checkpoint it kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import msgspec
@@ -24,17 +23,18 @@ from journal.loopless import gather
 from projections.agent_state import AgentStateProjection
 
 if TYPE_CHECKING:
+    # Names of struct fields too (TC004): these structs are built, never
+    # decoded into, so msgspec never resolves their annotations.
     from journal.engine.checkpoints import LogRefs
     from journal.engine.log import RetentionMarker, ThreadLog
-    from projections.agent_state import AgentState
+    from projections.agent_state import AgentState  # noqa: TC004
 
 __all__ = ["ForeignCheckpointError", "Loaded", "rebuild"]
 
 _RETENTION_RESTARTS = 3
 
 
-@dataclass(slots=True)
-class Loaded:
+class Loaded(msgspec.Struct):
     """A rebuilt state and what a writer continuing from it needs.
 
     Attributes:

@@ -7,8 +7,9 @@ checkpoint of a journal opened with a signing key, and on demand);
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from journal.seals import decode_seal, encode_seal, public_key_id, seal_check
 
@@ -53,8 +54,7 @@ async def latest_seal(
     return best
 
 
-@dataclass(slots=True)
-class SealFindings:
+class SealFindings(msgspec.Struct):
     """What :func:`check_seals` found.
 
     Attributes:

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from journal.engine.log import ThreadLog
 from journal.keys import ThreadKey
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    # Names of struct fields too (TC004): these structs are built, never
+    # decoded into, so msgspec never resolves their annotations.
+    from collections.abc import Callable  # noqa: TC004
 
-    from journal.checkpoint import CheckpointPolicy
-    from journal.engine.thread_index import ThreadIndex
-    from journal.keyring import Keyring
-    from journal.seals import Signer
-    from journal.store import ObjectStore
+    from journal.checkpoint import CheckpointPolicy  # noqa: TC004
+    from journal.engine.thread_index import ThreadIndex  # noqa: TC004
+    from journal.keyring import Keyring  # noqa: TC004
+    from journal.seals import Signer  # noqa: TC004
+    from journal.store import ObjectStore  # noqa: TC004
 
 __all__ = ["JournalSettings"]
 
 
-@dataclass(frozen=True, slots=True)
-class JournalSettings:
+class JournalSettings(msgspec.Struct, frozen=True):
     """A journal's store and settings, handed down to its writers and readers.
 
     Attributes:
