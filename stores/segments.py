@@ -243,9 +243,8 @@ class _Index(msgspec.Struct):
     ino: int = -1
     file_id: bytes | None = None  # from the segment's first frame
     end: int = 0  # just past the last valid frame
-    live: dict[str, tuple[int, int]] = msgspec.field(
-        default_factory=dict
-    )  # name -> data
+    # name -> (data offset, data length)
+    live: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
     size: int = 0  # the file's size when last looked at (frames plus reserve)
     torn: int = 0  # bytes after ``end`` that belong to no valid frame
     # Last frames whose header had one flipped bit, read with it put back (their
@@ -689,7 +688,7 @@ class _Segment:
             if fd is None or found is None:
                 return None
             if contents is not None:
-                return bytes(contents[found[0] : found[0] + found[1]])
+                return bytes(memoryview(contents)[found[0] : found[0] + found[1]])
             return pread(fd, found[1], found[0])
 
     def names(self) -> list[str]:
