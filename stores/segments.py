@@ -662,6 +662,14 @@ class _Segment:
         with self.reading_whole(False) as (fd, _):
             yield fd
 
+    def worth_reading_whole(self, wanted: int) -> bool:
+        """Whether a cold reader of ``wanted`` objects reads this file whole.
+
+        A record segment: indexing reads all of it anyway, a window at a time.
+        Another: when :data:`WHOLE_READ_NAMES` objects or more are wanted.
+        """
+        return self.reserve > 0 or wanted >= WHOLE_READ_NAMES
+
     @contextlib.contextmanager
     def reading_whole(self, whole: bool) -> Iterator[tuple[int | None, _Buffer | None]]:
         """:meth:`reading`, also yielding the file's bytes if indexing read them.
@@ -683,7 +691,7 @@ class _Segment:
 
     def read(self, name: str) -> bytes | None:
         """The object's bytes, or None."""
-        with self.reading_whole(self.reserve > 0) as (fd, contents):
+        with self.reading_whole(self.worth_reading_whole(1)) as (fd, contents):
             found = None if fd is None else self.index.live.get(name)
             if fd is None or found is None:
                 return None
@@ -1209,7 +1217,7 @@ class SegmentSet:
                 by_segment.setdefault(seg_name, []).append(i)
         for seg_name, positions in by_segment.items():
             segment = self.segment(os.path.join(directory, seg_name))
-            whole = segment.reserve > 0 or len(positions) >= WHOLE_READ_NAMES
+            whole = segment.worth_reading_whole(len(positions))
             with segment.reading_whole(whole) as (fd, contents):
                 if fd is None:
                     continue

@@ -623,8 +623,6 @@ def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalPars
         p = sub.add_parser(name, help=help_text, description=help_text)
         _add_common(p, top=False)
         parser.commands[name] = p
-        if isinstance(p, JournalParser):
-            p.quiet = quiet
         return p
 
     for name, (help_text, add_flags) in _COMMAND_SPECS.items():
@@ -633,9 +631,9 @@ def build_parser(only: str | None = None, *, quiet: bool = False) -> JournalPars
             add_flags(p)
     if only in (None, "turns"):
         add_turns_command(sub)
-        turns = sub.choices["turns"]
-        if isinstance(turns, JournalParser):
-            turns.quiet = quiet
+    for subparser in sub.choices.values():
+        if isinstance(subparser, JournalParser):
+            subparser.quiet = quiet
     return parser
 
 
