@@ -85,9 +85,21 @@ def _bad_part(part: str) -> bool:
 _BAD_PART = r"(?:^|/)(?:[./]|{end})|[\\\x00]"
 # \Z, not $: a key may end in a newline (``$`` would also match before it).
 _BAD_KEY = re.compile(_BAD_PART.format(end=r"\Z"))
-# The same over keys joined by newlines, in one search: it matches wherever one of
-# them is bad (and where one holds a newline, which the check per key then allows).
-_BAD_KEYS = re.compile(_BAD_PART.format(end="$"), re.MULTILINE)
+# Where _BAD_PART would match in keys joined by newlines (``$`` at each line's end),
+# as substrings: searching for each is a memchr-fast scan, where the multi-line
+# regex took 90 µs over the names of a hundred records (a load's span read).
+_BAD_KEY_PAIRS = ("\n\n", "\n.", "\n/", "/.", "//", "/\n", "\\", "\x00")
+
+
+def _maybe_bad_keys(joined: str) -> bool:
+    """Whether one of the keys joined by newlines in ``joined`` may be bad.
+
+    True wherever one is (an empty part, a part starting with ".", a backslash or
+    NUL), and where one holds a newline, which the check of each key then allows.
+    """
+    if not joined or joined[0] in "./\n" or joined[-1] in "/\n":
+        return True
+    return any(pair in joined for pair in _BAD_KEY_PAIRS)
 
 
 def _etag(data: bytes) -> str:
@@ -501,7 +513,7 @@ class LocalStore(ObjectStore):
             return []
         directory, _ = self._locate(prefix + names[0])
         joined = "\n".join(names)
-        if "/" in joined or _BAD_KEYS.search(joined) is not None:
+        if "/" in joined or _maybe_bad_keys(joined):
             for name in names:  # name the bad one (or find a newline: no harm)
                 if _bad_part(name) or "/" in name:
                     raise ValueError(f"invalid object key {prefix + name!r}")
@@ -884,7 +896,7 @@ class LocalStore(ObjectStore):
         except OSError:
             with _map_errors(keys[0] if keys else ""):
                 raise
-        if _BAD_KEYS.search("\n".join(keys)) is not None:
+        if _maybe_bad_keys("\n".join(keys)):
             for key in keys:
                 self._path(key)  # names the bad key (or finds a newline: no harm)
         try:
