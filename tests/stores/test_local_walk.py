@@ -1,0 +1,89 @@
+"""The local store's listing walk gives what ``os.walk`` gave it.
+
+``_walk_files`` replaced ``os.walk`` (and a ``relpath`` per directory) in
+``LocalStore._list``: the same directories entered, the same files, and each
+directory's key prefix as the relative path it used to compute.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from stores.local import LocalStore, _walk_files
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _by_os_walk(directory: str, base: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel = os.path.relpath(dirpath, directory)
+        sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
+        out[sub] = sorted(filenames)
+    return out
+
+
+def _by_walk_files(directory: str, base: str) -> dict[str, list[str]]:
+    return {sub: sorted(files) for _, sub, files in _walk_files(directory, base)}
+
+
+def _tree(root: Path) -> None:
+    for rel in (
+        "a/b/c/f1",
+        "a/b/f2",
+        "a/.hidden/f3",
+        "a/.f4",
+        "d/f5",
+        "d/e/f/g/f6",
+        "top",
+        ".seg-0",
+    ):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    (root / "empty").mkdir()
+    (root / "a" / "link-to-d").symlink_to(root / "d")
+    (root / "a" / "link-to-top").symlink_to(root / "top")
+    (root / "dangling").symlink_to(root / "nowhere")
+
+
+@pytest.mark.parametrize("base", ["", "ns/"])
+def test_the_walk_is_os_walk(tmp_path: Path, base: str) -> None:
+    _tree(tmp_path)
+    assert _by_walk_files(str(tmp_path), base) == _by_os_walk(str(tmp_path), base)
+
+
+def test_a_missing_or_unreadable_directory_lists_nothing(tmp_path: Path) -> None:
+    (tmp_path / "file").write_bytes(b"x")
+    for path in (tmp_path / "none", tmp_path / "file"):
+        assert list(_walk_files(str(path), "")) == []
+        assert _by_os_walk(str(path), "") == {}
+
+
+async def test_listing_a_store_is_unchanged(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, fsync=False)
+    keys = [
+        "t/log/00000000000000000001.rec",
+        "t/log/00000000000000000002.rec",
+        "t/LEASE",
+        "t/checkpoints/00000000000000000002.ckpt",
+        "u/v/w/x",
+    ]
+    for key in keys:
+        await store.create(key, b"data")
+    assert await store.list("") == sorted(keys)
+    assert await store.list("t") == sorted(k for k in keys if k.startswith("t/"))
+    assert await store.list("t/log", start_after="t/log/00000000000000000001.rec") == [
+        "t/log/00000000000000000002.rec"
+    ]
+    assert await store.list("t/log", start_after="s") == [
+        "t/log/00000000000000000001.rec",
+        "t/log/00000000000000000002.rec",
+    ]
+    assert await store.list("t/log", start_after="u") == []
+    assert await store.list("nothing/here") == []
