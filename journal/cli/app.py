@@ -324,23 +324,25 @@ async def _serve_ui(
 def _print(
     report: Report, out: TextIO, *, json: bool, terminal: Terminal | None = None
 ) -> None:
-    document = None
+    pieces = None
     if json:
-        from journal.cli.render_json import render_json
+        from journal.cli.render_json import json_pieces
 
-        document = render_json(report, indent=(terminal or Terminal(out)).tty)
+        pieces = json_pieces(report, indent=(terminal or Terminal(out)).tty)
     binary = getattr(out, "buffer", None)
-    if document is not None and binary is not None:
-        # Straight to the byte stream: a thread's state can be megabytes of
-        # JSON, which decoding to text only for the text layer to encode
-        # again would copy twice.
+    if pieces is not None and binary is not None:
+        # Straight to the byte stream, as it is encoded: a thread's state can be
+        # megabytes of JSON, which decoding to text only for the text layer to
+        # encode again would copy twice, and whose reader can take each piece
+        # while the next is encoded.
         out.flush()
-        binary.write(document)
+        for piece in pieces:
+            binary.write(piece)
         binary.write(b"\n")
         binary.flush()
         text = ""
-    elif document is not None:
-        text = document.decode("utf-8") + "\n"
+    elif pieces is not None:
+        text = b"".join(pieces).decode("utf-8") + "\n"
     else:
         text = (terminal or Terminal(out)).render(report)
     if text:

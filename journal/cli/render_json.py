@@ -30,13 +30,15 @@ from journal.cli.reports import (
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from journal.cli.reports import LeaseView, Report, RunView
     from journal.codec import Record
     from journal.engine import Finding, VerifyReport
     from journal.keys import ThreadKey
     from projections.audit import ToolCallEntry
 
-__all__ = ["event_json", "record_json", "render_json", "thread_json"]
+__all__ = ["event_json", "json_pieces", "record_json", "render_json", "thread_json"]
 
 
 def thread_json(key: ThreadKey) -> dict[str, Any]:
@@ -85,6 +87,20 @@ def record_json(record: Record) -> dict[str, Any]:
         "hash": record.hash,
         "events": [event_json(e) for e in record.events],
     }
+
+
+def json_pieces(report: Report, *, indent: bool = True) -> Iterable[bytes] | None:
+    """:func:`render_json`'s document in pieces (joined, exactly that document).
+
+    A state's compact document comes a few hundred messages at a time
+    (:meth:`~projections.agent_state.AgentState.json_pieces`), so that printing
+    a long thread overlaps encoding with whoever reads the output; every other
+    document is one piece. None for the reports :func:`render_json` has none for.
+    """
+    if isinstance(report, StateReport) and not indent:
+        return report.state.json_pieces()
+    document = render_json(report, indent=indent)
+    return None if document is None else (document,)
 
 
 def render_json(report: Report, *, indent: bool = True) -> bytes | None:
