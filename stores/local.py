@@ -119,7 +119,7 @@ def _walk_files(
     """``(dirpath, key prefix, file names)`` of ``directory`` and its subdirectories.
 
     What ``os.walk`` gives a listing, errors included (a directory that cannot be
-    read is skipped, one that fails mid-read ends the walk): top down, symbolic
+    read, or fails midway, is skipped with what lies below it): top down, symbolic
     links to directories not followed, directories whose name starts with "." not
     entered. Each directory's key prefix is built as it descends: ``os.walk`` and
     an ``os.path.relpath`` per directory took a tenth of a small thread's load,
@@ -146,7 +146,7 @@ def _walk_files(
                     elif not entry.name.startswith(".") and not _is_link(entry):
                         below.append((entry.path, f"{sub}{entry.name}/"))
             except OSError:
-                return
+                continue
         yield dirpath, sub, files
         pending.extend(reversed(below))
 

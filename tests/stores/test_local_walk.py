@@ -8,7 +8,7 @@ directory's key prefix as the relative path it used to compute.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -63,6 +63,47 @@ def test_a_missing_or_unreadable_directory_lists_nothing(tmp_path: Path) -> None
     for path in (tmp_path / "none", tmp_path / "file"):
         assert list(_walk_files(str(path), "")) == []
         assert _by_os_walk(str(path), "") == {}
+
+
+class _Failing:
+    """A scandir iterator that fails after its first entry."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.given = 0
+
+    def __enter__(self) -> _Failing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.close()
+
+    def __iter__(self) -> _Failing:
+        return self
+
+    def __next__(self) -> os.DirEntry[str]:
+        if self.given:
+            raise OSError("the directory went bad")
+        self.given += 1
+        return next(self.inner)
+
+
+def test_a_directory_failing_midway_is_skipped_as_os_walk_skips_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tree(tmp_path)
+    scandir = os.scandir
+
+    def failing(path: Any) -> Any:
+        found = scandir(path)
+        return _Failing(found) if str(path).endswith(("/a", "/d/e")) else found
+
+    monkeypatch.setattr(os, "scandir", failing)
+    walked = _by_walk_files(str(tmp_path), "")
+    assert walked == _by_os_walk(str(tmp_path), "")
+    assert "a/" not in walked
+    assert "d/e/" not in walked
+    assert "d/" in walked
 
 
 async def test_listing_a_store_is_unchanged(tmp_path: Path) -> None:
