@@ -147,6 +147,9 @@ _SEGMENT = re.compile(rf"^\.seg-(\d{{{layout.VERSION_WIDTH}}}|other|blobs)$")
 _NUMBERED = re.compile(rf"^\.seg-\d{{{layout.VERSION_WIDTH}}}$")
 MAX_OPEN = 64
 """Segments of one store whose writers' descriptor stays open between writes."""
+UNTRIMMED_MAX = 4096
+"""Record segments closed to keep :data:`MAX_OPEN` whose reserves closing the store
+still cuts (the most recent; each cut opens the file again, about 0.1 ms)."""
 RESERVE = 64 * 1024
 """The most zero bytes a record segment is extended by ahead of its frames (above)."""
 MIN_RESERVE = 4 * 1024
@@ -287,6 +290,25 @@ class _Segment:
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
+
+    def trim_closed(self) -> None:
+        """:meth:`trim_reserve` for a segment whose descriptor was closed.
+
+        Opens the file for the cut and closes it again (the caller holds ``lock``);
+        a file gone meanwhile has nothing to cut.
+        """
+        if self.fd is not None:
+            self.trim_reserve()
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
+        try:
+            self.trim_reserve()
+        finally:
+            self.drop_fd()
 
     def _scan(self, fd: int, size: int, contents: _Buffer | None = None) -> None:
         # Reads the new part of the file a window at a time and jumps over the data
@@ -1022,6 +1044,10 @@ class SegmentSet:
         self._segments: dict[str, _Segment] = {}
         self._lock = threading.Lock()
         self._open: dict[_Segment, None] = {}  # in the order they were opened
+        # Record segments whose descriptor was closed to keep MAX_OPEN, their
+        # reserve left for close() to cut (not cut then: the next append to one
+        # would have to extend the file again, a sync of its size).
+        self._untrimmed: dict[_Segment, None] = {}
         _ALL_SETS.add(self)
 
     def segment(self, path: str) -> _Segment:
@@ -1044,6 +1070,7 @@ class SegmentSet:
         # threads opening segments never wait for each other here.
         with self._lock:
             self._open.pop(segment, None)
+            self._untrimmed.pop(segment, None)
             self._open[segment] = None
             if len(self._open) <= MAX_OPEN:
                 return
@@ -1056,20 +1083,30 @@ class SegmentSet:
                     victim.lock.release()
                 with self._lock:
                     self._open.pop(victim, None)
+                    if victim.reserve:
+                        self._untrimmed[victim] = None
+                        if len(self._untrimmed) > UNTRIMMED_MAX:
+                            del self._untrimmed[next(iter(self._untrimmed))]
 
     def close(self) -> None:
         """Close the descriptors kept open (reopened if the store is used again).
 
         Each record segment's reserve is cut off first, when no other writer holds
         its lock: a closed store leaves no zeros behind (the next append extends
-        the file again).
+        the file again). That includes the segments whose descriptor was closed
+        to keep :data:`MAX_OPEN` open, up to the :data:`UNTRIMMED_MAX` closed last
+        (each opened again for the cut).
         """
         with self._lock:
             segments, self._open = list(self._open), {}
+            closed, self._untrimmed = list(self._untrimmed), {}
         for segment in segments:
             with segment.lock:
                 segment.trim_reserve()
                 segment.drop_fd()
+        for segment in closed:
+            with segment.lock:
+                segment.trim_closed()
 
     def _forget_fds(self) -> None:
         # In a forked child: the descriptors are the parent's open files, whose
@@ -1080,6 +1117,7 @@ class SegmentSet:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._open = {}
+        self._untrimmed = {}  # the parent's to cut
 
     def create(self, directory: str, name: str, data: bytes, *, key: str) -> str:
         """Exclusive create of ``name`` in its segment of ``directory``."""

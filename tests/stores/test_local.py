@@ -12,7 +12,7 @@ import pytest
 
 from journal.errors import ObjectNotFoundError
 from stores.local import LocalStore
-from stores.segments import MIN_RESERVE, RESERVE, RESERVE_SHARE
+from stores.segments import MAX_OPEN, MIN_RESERVE, RESERVE, RESERVE_SHARE
 from stores.testing import StoreContract
 from tests.stores._race_child import body_for
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
@@ -401,6 +401,33 @@ async def test_closing_a_store_cuts_its_segments_reserves(tmp_path):
     await store.aclose()
     await reopened.aclose()
     assert path.stat().st_size == end
+
+
+async def test_a_store_that_wrote_more_segments_than_it_keeps_open_leaves_no_zeros(
+    tmp_path,
+):
+    """A segment whose descriptor is closed to keep at most MAX_OPEN open has its
+    reserve cut then, as closing the store cuts the others': whatever the number of
+    threads a process wrote, a closed store leaves no zeros after the frames."""
+    store = LocalStore(tmp_path)
+    count = MAX_OPEN + 6
+    for t in range(count):
+        await store.create(f"t{t}/00000000000000000001.rec", b"one")
+    await store.aclose()
+    end = 35 + len(encode_frame(PUT, "00000000000000000001.rec", b"one"))
+    sizes = {
+        (tmp_path / f"t{t}/.seg-00000000000000000000").stat().st_size
+        for t in range(count)
+    }
+    assert sizes == {end}
+    # Each is appended to again after its frames, with a new reserve.
+    await store.create("t0/00000000000000000002.rec", b"two")
+    frames, tail = parse_segment(tmp_path / "t0/.seg-00000000000000000000")
+    assert ([f.name for f in frames], tail) == (
+        ["00000000000000000001.rec", "00000000000000000002.rec"],
+        0,
+    )
+    await store.aclose()
 
 
 async def test_closing_a_store_keeps_a_torn_tail_and_a_locked_reserve(tmp_path):
