@@ -406,9 +406,10 @@ async def test_closing_a_store_cuts_its_segments_reserves(tmp_path):
 async def test_a_store_that_wrote_more_segments_than_it_keeps_open_leaves_no_zeros(
     tmp_path,
 ):
-    """A segment whose descriptor is closed to keep at most MAX_OPEN open has its
-    reserve cut then, as closing the store cuts the others': whatever the number of
-    threads a process wrote, a closed store leaves no zeros after the frames."""
+    """A segment whose descriptor was closed to keep at most MAX_OPEN open still has
+    its reserve cut when the store closes, as the open ones have: whatever the
+    number of threads a process wrote, a closed store leaves no zeros after the
+    frames."""
     store = LocalStore(tmp_path)
     count = MAX_OPEN + 6
     for t in range(count):
