@@ -417,7 +417,7 @@ def _seal_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new", action="store_true", help="sign a seal at the head now")
 
 
-def _checkpoint_flags(p: argparse.ArgumentParser) -> None:
+def _thread_and_lease_flags(p: argparse.ArgumentParser) -> None:
     _add_thread_flags(p, required=True)
     _add_lease_flags(p)
 
@@ -426,11 +426,6 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
     _add_thread_flags(p, required=True)
     p.add_argument("--format", choices=["jsonl"], default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
-
-
-def _recover_flags(p: argparse.ArgumentParser) -> None:
-    _add_thread_flags(p, required=True)
-    _add_lease_flags(p)
 
 
 def _reconcile_flags(p: argparse.ArgumentParser) -> None:
@@ -560,7 +555,7 @@ _COMMAND_SPECS: dict[
     ),
     "checkpoint": (
         "write a checkpoint at the head",
-        _checkpoint_flags,
+        _thread_and_lease_flags,
     ),
     "export": (
         "export every record, one JSON line each (JSON already: no --json)",
@@ -570,7 +565,7 @@ _COMMAND_SPECS: dict[
         "if the thread needs it, take the lease (an unfinished run is marked "
         "interrupted) and report tool calls whose outcome is unknown; never "
         "re-runs a tool, and writes nothing when nothing needs recovery",
-        _recover_flags,
+        _thread_and_lease_flags,
     ),
     "reconcile": (
         "record what became of each uncertain tool call (exactly the uncertain "
