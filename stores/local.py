@@ -118,7 +118,8 @@ def _walk_files(
 ) -> Iterator[tuple[str, str, builtins.list[str]]]:
     """``(dirpath, key prefix, file names)`` of ``directory`` and its subdirectories.
 
-    What ``os.walk`` gives a listing, errors included (a directory that cannot be
+    The store's one walk (listing, quarantine, leftovers, whether a directory holds
+    objects). What ``os.walk`` gives, errors included (a directory that cannot be
     read, or fails midway, is skipped with what lies below it): top down, symbolic
     links to directories not followed, directories whose name starts with "." not
     entered. Each directory's key prefix is built as it descends: ``os.walk`` and
@@ -632,10 +633,7 @@ class LocalStore(ObjectStore):
         directory, base = self._dir_of(prefix)
         out: list[Quarantined] = []
         with _map_errors(prefix):
-            for dirpath, dirnames, filenames in os.walk(directory):
-                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-                rel = os.path.relpath(dirpath, directory)
-                sub = base if rel == "." else base + rel.replace(os.sep, "/") + "/"
+            for dirpath, sub, filenames in _walk_files(directory, base):
                 for name in sorted(filenames):
                     if is_segment(name):
                         out.extend(self._damaged_in_place(dirpath, sub, name))
@@ -691,14 +689,13 @@ class LocalStore(ObjectStore):
         # Directories outlive their last object (delete leaves them in place, so a
         # racing create never loses its directory). As on an object store, only a
         # directory that still holds an object is a child.
-        for dirpath, dirnames, filenames in os.walk(directory):
+        for dirpath, _, filenames in _walk_files(directory, ""):
             if any(not name.startswith(".") for name in filenames) or any(
                 is_segment(name)
                 and self._segs.holds_objects(os.path.join(dirpath, name))
                 for name in filenames
             ):
                 return True
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         return False
 
     def _descendants(
@@ -1010,8 +1007,7 @@ class LocalStore(ObjectStore):
         cutoff = time.time() - older_than
         removed = 0
         with _map_errors(prefix):
-            for dirpath, dirnames, filenames in os.walk(directory):
-                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for dirpath, _, filenames in _walk_files(directory, ""):
                 for name in filenames:
                     if not name.startswith(_TMP_PREFIX):
                         continue

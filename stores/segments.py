@@ -291,20 +291,18 @@ class _Segment:
         if fd is not None:
             os.close(fd)
 
-    def trim_closed(self) -> None:
-        """:meth:`trim_reserve` for a segment whose descriptor was closed.
+    def trim_and_close(self) -> None:
+        """:meth:`trim_reserve`, then close the descriptor (the caller holds ``lock``).
 
-        Opens the file for the cut and closes it again (the caller holds ``lock``);
-        a file gone meanwhile has nothing to cut.
+        A segment whose descriptor was closed already is opened for the cut; a
+        file gone meanwhile has nothing to cut.
         """
-        if self.fd is not None:
-            self.trim_reserve()
-            return
-        try:
-            fd = os.open(self.path, os.O_RDWR)
-        except FileNotFoundError:
-            return
-        self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
+        if self.fd is None:
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:
+                return
+            self.fd, self._fd_ino = fd, os.fstat(fd).st_ino
         try:
             self.trim_reserve()
         finally:
@@ -1098,15 +1096,11 @@ class SegmentSet:
         (each opened again for the cut).
         """
         with self._lock:
-            segments, self._open = list(self._open), {}
-            closed, self._untrimmed = list(self._untrimmed), {}
+            segments = [*self._open, *self._untrimmed]
+            self._open, self._untrimmed = {}, {}
         for segment in segments:
             with segment.lock:
-                segment.trim_reserve()
-                segment.drop_fd()
-        for segment in closed:
-            with segment.lock:
-                segment.trim_closed()
+                segment.trim_and_close()
 
     def _forget_fds(self) -> None:
         # In a forked child: the descriptors are the parent's open files, whose
