@@ -20,8 +20,9 @@ the kernel's dentry and inode caches hold them for any file read recently; a sto
 on a file system where they are slow (a network mount) can turn the attempt off.
 
 The store also tries its single writes on the loop in this mode (``LocalStore``'s
-``inline_writes``): there the locks matter, and the segment code raises
-:class:`WouldBlock` only before it writes anything.
+``inline_writes``), and the writes of concurrent appends, whose syncs then run in a
+worker: there the locks matter, and the segment code raises :class:`WouldBlock`
+only before it writes anything.
 
 The mode is per thread: worker threads never enter it, so everything they run
 blocks as it always did.

@@ -18,6 +18,12 @@ copied: store functions do not read them. The threads are daemons, and an ``atex
 hook lets each finish the call it is running (for 5 seconds at most) before the
 interpreter goes down, as ``asyncio.run`` does for its executor. A forked child
 starts with no threads.
+
+:func:`run_sync` is the same on a second pool of the same size, kept for calls that
+wait on nothing but I/O: the sync of an append written on the event loop, which
+holds its segment's locks until that sync returns. A worker of the first pool may
+be waiting for those locks; with every worker waiting, a sync queued behind them
+would never run.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
-__all__ = ["in_flight", "run_blocking"]
+__all__ = ["in_flight", "run_blocking", "run_sync"]
 
 _T = TypeVar("_T")
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
@@ -54,7 +60,9 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 class _Workers:
-    def __init__(self) -> None:
+    def __init__(self, name: str, max_workers: int = _MAX_WORKERS) -> None:
+        self._name = name
+        self._max_workers = max_workers
         self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -68,11 +76,9 @@ class _Workers:
             if self._idle:
                 self._idle -= 1  # an idle worker will take it
                 return
-            if len(self._threads) >= _MAX_WORKERS:
+            if len(self._threads) >= self._max_workers:
                 return  # the next worker to finish takes it
-            thread = threading.Thread(
-                target=self._work, name="agent-journal-io", daemon=True
-            )
+            thread = threading.Thread(target=self._work, name=self._name, daemon=True)
             self._threads.append(thread)
         thread.start()
 
@@ -114,21 +120,31 @@ class _Workers:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-_workers = _Workers()
+_workers = _Workers("agent-journal-io")
+# Syncs of appends written on the loop (``run_sync``) have threads of their own: an
+# append there holds its segment's locks until its sync returns, and a worker of
+# the pool above may be waiting for those very locks; were all of them waiting,
+# a sync queued behind them would never run.
+_syncers = _Workers("agent-journal-sync")
 
 
 def _after_fork() -> None:
-    global _workers  # the parent's threads do not exist in the child
-    _workers = _Workers()
+    global _workers, _syncers  # the parent's threads do not exist in the child
+    _workers, _syncers = _Workers("agent-journal-io"), _Workers("agent-journal-sync")
+
+
+def _stop_all() -> None:
+    _workers.stop()
+    _syncers.stop()
 
 
 os.register_at_fork(after_in_child=_after_fork)
-atexit.register(lambda: _workers.stop())
+atexit.register(_stop_all)
 
 
 def in_flight() -> int:
-    """How many calls handed to the worker threads have not finished yet."""
-    return _workers.in_flight
+    """How many calls handed to worker threads (both kinds) have not finished yet."""
+    return _workers.in_flight + _syncers.in_flight
 
 
 async def run_blocking(fn: Callable[..., _T], *args: Any) -> _T:
@@ -147,4 +163,24 @@ async def run_blocking(fn: Callable[..., _T], *args: Any) -> _T:
 
     future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
     _workers.submit((future, fn, args))
+    return await future
+
+
+async def run_sync(fn: Callable[..., _T], *args: Any) -> _T:
+    """:func:`run_blocking` on threads kept for calls that wait on nothing but I/O.
+
+    For finishing an append written on the loop: its sync, then letting go of the
+    locks it holds. Such a call must never wait for a lock (or for anything a
+    call of :func:`run_blocking` may hold): these threads are its guarantee of
+    running while every other worker waits.
+
+    Raises:
+        BaseException: Whatever ``fn`` raised.
+    """
+    if not loop_running():
+        return fn(*args)
+    import asyncio  # loaded already: a loop is running
+
+    future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+    _syncers.submit((future, fn, args))
     return await future

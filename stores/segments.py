@@ -122,6 +122,7 @@ __all__ = [
     "RECORDS_PER_SEGMENT",
     "SEGMENT_PREFIX",
     "CutTail",
+    "PendingCreate",
     "SegmentSet",
     "SegmentTail",
     "inspect_cut",
@@ -573,6 +574,26 @@ class _Segment:
         ``sync=False`` leaves the frames to the next sync of the file (derived
         objects: see :meth:`SegmentSet.create_many`).
         """
+        started, commit = self.write_frames(fd, items)
+        if self.fsync and sync:
+            os.fdatasync(fd)
+        commit()
+        return started
+
+    def write_frames(
+        self, fd: int, items: Sequence[tuple[int, str, bytes]]
+    ) -> tuple[bool, Callable[[], None]]:
+        """Write ``(kind, name, data)`` frames in one write, not yet synced or indexed.
+
+        The caller holds the lock, and keeps it until it has synced the file (if it
+        syncs) and called the returned function, which indexes the frames: until
+        then the index ends before them, so a failed sync leaves them to be written
+        over by the next append, as if never written.
+
+        Returns:
+            Whether this write started the file (its name must then be synced),
+            and the function that indexes the frames.
+        """
         index = self.index
         if index.torn and active():
             # A repair is left to a worker thread: it writes a quarantine file and
@@ -590,12 +611,12 @@ class _Segment:
             index.torn = 0
         started = index.end == 0
         head = b""
+        file_id = None
         if started:
             # Every segment starts with a random id, so that an index of an unlinked
             # file is never taken for one of a new file that got its inode number.
             file_id = os.urandom(16)
             head = frame(_FILE_ID, "", file_id)
-            index.file_id = file_id
         frames = [frame(kind, name, data) for kind, name, data in items]
         payload = head + b"".join(frames)
         if index.size - index.end < len(payload):
@@ -607,17 +628,20 @@ class _Segment:
             index.size = index.end + len(payload) + reserve
             payload += bytes(reserve)
         _write_at(fd, payload, index.end)
-        if self.fsync and sync:
-            os.fdatasync(fd)
-        pos = index.end + len(head)
-        for (kind, name, data), framed in zip(items, frames, strict=True):
-            if kind == _PUT:
-                index.live[name] = (pos + len(framed) - 4 - len(data), len(data))
-            else:
-                index.live.pop(name, None)
-            pos += len(framed)
-        index.end = pos
-        return started
+
+        def commit() -> None:
+            if file_id is not None:
+                index.file_id = file_id
+            pos = index.end + len(head)
+            for (kind, name, data), framed in zip(items, frames, strict=True):
+                if kind == _PUT:
+                    index.live[name] = (pos + len(framed) - 4 - len(data), len(data))
+                else:
+                    index.live.pop(name, None)
+                pos += len(framed)
+            index.end = pos
+
+        return started, commit
 
     def trim_reserve(self) -> None:
         """Cut the reserve's zeros off the end of the file (the caller holds ``lock``).
@@ -1029,6 +1053,53 @@ def _resync(buf: _Buffer, pos: int) -> int | None:
         pos += 1
 
 
+class PendingCreate:
+    """A frame written under its segment's locks, its sync still to come.
+
+    Made by :meth:`SegmentSet.create_unsynced`. :meth:`finish` syncs the file, then
+    indexes the frame and lets go of the locks, so that no reader indexes the frame
+    before it is durable, as with :meth:`SegmentSet.create`. The locks are a
+    ``threading.Lock`` and an ``flock``, both of which another thread may release.
+    """
+
+    def __init__(
+        self,
+        fd: int | None,
+        commit: Callable[[], None],
+        locks: contextlib.ExitStack,
+        sync_dir: str | None,
+        index: _Index,
+        etag: str,
+    ) -> None:
+        self._fd = fd
+        self._commit = commit
+        self._locks = locks
+        self._sync_dir = sync_dir
+        self._index = index
+        self.etag = etag
+
+    def finish(self) -> str:
+        """Sync the frame (when the store syncs), index it, release the locks.
+
+        Returns:
+            The object's etag.
+
+        Raises:
+            OSError: The sync failed: the frame is not indexed, and the next
+                append writes over it.
+        """
+        with self._locks:
+            if self._fd is not None:
+                os.fdatasync(self._fd)
+            self._commit()
+        if self._sync_dir is not None and not self._index.dir_synced:
+            # The segment's directory entry must be durable before we acknowledge;
+            # its creator may have crashed before syncing it.
+            fsync_dir(self._sync_dir)
+            self._index.dir_synced = True
+        return self.etag
+
+
 class SegmentSet:
     """The segments of one store, by path; thread-safe.
 
@@ -1115,25 +1186,44 @@ class SegmentSet:
 
     def create(self, directory: str, name: str, data: bytes, *, key: str) -> str:
         """Exclusive create of ``name`` in its segment of ``directory``."""
+        return self.create_unsynced(directory, name, data, key=key).finish()
+
+    def create_unsynced(
+        self, directory: str, name: str, data: bytes, *, key: str
+    ) -> PendingCreate:
+        """:meth:`create` up to its sync: the frame written, the locks still held.
+
+        The returned :class:`PendingCreate` must be finished (its sync, which
+        releases the locks), in this thread or another: the event loop writes a
+        frame in no-wait mode (a few µs for bytes going to the page cache) and
+        hands only the ``fdatasync`` to a worker thread.
+
+        Raises:
+            ObjectExistsError: ``name`` exists, as a frame or as a plain file.
+        """
         seg_name = segment_of(name)
         assert seg_name is not None  # noqa: S101 - callers route only segment names
         path = os.path.join(directory, seg_name)
         segment = self.segment(path)
-        with segment.locked(create=True) as fd:
+        with contextlib.ExitStack() as held_locks:
+            fd = held_locks.enter_context(segment.locked(create=True))
             assert fd is not None  # noqa: S101 - created above
             # A plain file of the same name (a log written file per record) counts.
             if name in segment.index.live or os.path.exists(
                 os.path.join(directory, name)
             ):
                 raise ObjectExistsError(key)
-            segment.append(fd, _PUT, name, data)
-            index = segment.index
-        if self.fsync and not index.dir_synced:
-            # The segment's directory entry must be durable before we acknowledge;
-            # its creator may have crashed before syncing it.
-            fsync_dir(directory)
-            index.dir_synced = True
-        return _etag(data)
+            _, commit = segment.write_frames(fd, [(_PUT, name, data)])
+            locks = held_locks.pop_all()
+        index = segment.index
+        return PendingCreate(
+            fd if self.fsync else None,
+            commit,
+            locks,
+            directory if self.fsync and not index.dir_synced else None,
+            index,
+            _etag(data),
+        )
 
     def create_many(
         self, directory: str, items: Sequence[tuple[str, bytes]], *, sync: bool = True

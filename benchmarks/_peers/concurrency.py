@@ -7,12 +7,13 @@ event loop, as an async server's requests would. Reported: total turns per secon
 
 How each system keeps the event loop free:
 
-- agent-journal (``stores/_offload.py``): a local store's blocking file I/O
-  (``pwrite``, ``fdatasync``, renames) runs on a small pool of worker threads
-  (up to ``min(32, cpu_count + 4)``, asyncio's default executor size) fed through a
-  ``queue.SimpleQueue``, the result handed back with ``call_soon_threadsafe``. Each
-  thread has its own segment file, so S sessions issue S fsyncs in parallel; only
-  the encoding runs on the loop.
+- agent-journal (``stores/_offload.py``): a local store writes a concurrent
+  append's frame on the loop (in no-wait mode: a lock held elsewhere sends the
+  whole append to a worker) and hands its ``fdatasync`` to threads kept for syncs
+  (up to ``min(32, cpu_count + 4)``), which let go of the segment's locks after
+  it; other blocking file I/O (renames, reads that would wait) runs on a pool of
+  the same size. Each thread has its own segment file, so S sessions issue S
+  fsyncs in parallel.
 - OpenAI SQLiteSession: ``add_items`` runs in ``asyncio.to_thread``; the sessions on
   one database file share one lock per file (a class-level ``RLock`` keyed by the
   path), held around each write, so writes to the file run one at a time (and

@@ -16,17 +16,21 @@ if TYPE_CHECKING:
 
 
 def count_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the store functions run in a worker thread from now on."""
+    """The names of the store functions run in a worker thread from now on (by
+    ``run_blocking`` or ``run_sync``)."""
     seen: list[str] = []
-    real = local_module.run_blocking
 
-    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
-        # A write in a worker is timed by the store's wrapper: name what it runs.
-        inner = args[0] if getattr(fn, "__name__", "") == "_timed" else fn
-        seen.append(inner.__name__)
-        return await real(fn, *args)
+    def counting(real: Callable[..., Any]) -> Callable[..., Any]:
+        async def counted(fn: Callable[..., Any], *args: Any) -> Any:
+            # A write in a worker is timed by the store's wrapper: name what it runs.
+            inner = args[0] if getattr(fn, "__name__", "") == "_timed" else fn
+            seen.append(inner.__name__)
+            return await real(fn, *args)
 
-    monkeypatch.setattr(local_module, "run_blocking", counted)
+        return counted
+
+    for name in ("run_blocking", "run_sync"):
+        monkeypatch.setattr(local_module, name, counting(getattr(local_module, name)))
     return seen
 
 

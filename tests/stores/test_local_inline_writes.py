@@ -3,14 +3,19 @@
 A single write of the local store (``create``, ``create_derived``, ``put_hint``,
 ``replace_unsynced``) runs on the loop when no call of this process is in a worker
 thread and the store's writes have averaged under ``INLINE_WRITE_BUDGET``; its
-``fdatasync`` then runs there too. A lock held elsewhere, a torn tail to repair or
-a slow disk sends it to a worker thread before anything is written, so the loop
-never waits on another writer and nothing is written twice.
+``fdatasync`` then runs there too. Otherwise a durable append (a record or blob
+``create``) is written on the loop and only its ``fdatasync`` runs in a worker,
+which lets go of the segment's locks after it: no reader sees the frame before it
+is durable. A lock held elsewhere or a torn tail to repair sends the whole write to
+a worker thread before anything is written, so the loop never waits on another
+writer and nothing is written twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import fcntl
 import os
 import threading
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 import stores.local as local_module
-from journal.errors import ObjectExistsError
+from journal.errors import ObjectExistsError, StorageError
 from stores import _nowait
 from stores._offload import run_blocking
 from stores.local import LocalStore
@@ -32,6 +37,7 @@ from tests.stores._hops import (
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
 
@@ -90,22 +96,28 @@ async def test_quiet_writes_run_on_the_loop_and_still_sync(
     await store.aclose()
 
 
-async def test_a_call_in_flight_sends_writes_to_a_worker(
-    tmp_path: Path, hops: list[str]
+async def test_a_call_in_flight_sends_syncs_to_a_worker(
+    tmp_path: Path, hops: list[str], syncs: list[str]
 ) -> None:
-    """Concurrent writers overlap their syncs in worker threads."""
+    """Concurrent writers overlap their syncs in worker threads; the frames are
+    written on the loop."""
     store = LocalStore(tmp_path)
+    loop_thread = threading.current_thread().name
     gate = threading.Event()
     busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
     try:
         await asyncio.sleep(0.01)
         await store.create(_rec(1), b"one")
-        assert hops == ["_publish"]
+        assert hops == ["_finish_append"]
+        assert len(syncs) >= 1
+        assert loop_thread not in syncs
     finally:
         gate.set()
         await busy
     await store.create(_rec(2), b"two")
-    assert hops == ["_publish"]
+    assert hops == ["_finish_append"]
+    assert syncs[-1] == loop_thread
+    assert [(await store.read(k))[0] for k in (_rec(1), _rec(2))] == [b"one", b"two"]
     await store.aclose()
 
 
@@ -120,16 +132,163 @@ async def test_appends_to_several_threads_at_once_go_to_workers(
     for version in range(1, 6):
         await store.create(f"a/log/{version:020d}.rec", b"a")
         await store.create(f"b/log/{version:020d}.rec", b"b")
-    assert hops == ["_publish"] * 9  # all but the very first
+    assert hops == ["_finish_append"] * 9  # all but the very first
     hops.clear()
     for version in range(6, 12):
         await store.create(f"a/log/{version:020d}.rec", b"a")
     # Only the first of them follows one to "b".
-    assert hops == ["_publish"]
+    assert hops == ["_finish_append"]
     got = await store.read_many(
         [f"{t}/log/{v:020d}.rec" for t in "ab" for v in range(1, 6)]
     )
     assert got == [b"a"] * 5 + [b"b"] * 5
+    await store.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _call_in_flight() -> AsyncIterator[None]:
+    """A call of this process running in a worker: appends are concurrent."""
+    gate = threading.Event()
+    busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
+    try:
+        await asyncio.sleep(0.01)
+        yield
+    finally:
+        gate.set()
+        await busy
+
+
+class _GatedSync:
+    """``os.fdatasync`` that, in a worker thread, waits until :meth:`open`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self._release = threading.Event(), threading.Event()
+        self._loop_thread = threading.current_thread()
+        self._real = os.fdatasync
+        monkeypatch.setattr(os, "fdatasync", self)
+
+    def __call__(self, fd: int) -> None:
+        if threading.current_thread() is not self._loop_thread:
+            self.entered.set()
+            assert self._release.wait(10)
+        self._real(fd)
+
+    async def until_entered(self) -> None:
+        for _ in range(1000):
+            if self.entered.is_set():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the sync never started in a worker")
+
+    def open(self) -> None:
+        self._release.set()
+
+
+def _flock_free(path: Path) -> bool:
+    """Whether another open file (as another process's) could take a shared flock."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # lets go of the lock with the file
+    return True
+
+
+async def test_a_concurrent_append_keeps_its_locks_until_its_sync_returns(
+    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frame is written on the loop, the sync runs in a worker, and until it
+    returns the segment stays locked: no reader, of this process or another,
+    indexes a frame that is not durable yet."""
+    store = LocalStore(tmp_path)
+    await store.create(_rec(1), b"one")
+    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    sync = _GatedSync(monkeypatch)
+    payload = b"two: written on the loop, synced in a worker"
+    async with _call_in_flight():
+        hops.clear()
+        write = asyncio.ensure_future(store.create(_rec(2), payload))
+        await sync.until_entered()
+        assert payload in segment.read_bytes()  # written, in the page cache
+        assert not _flock_free(segment)
+        reader = asyncio.ensure_future(store.read(_rec(2)))
+        await assert_waiting_off_the_loop(reader)
+        assert not write.done()
+        sync.open()
+        await asyncio.wait_for(write, 10)
+        assert (await asyncio.wait_for(reader, 10))[0] == payload
+    assert hops[0] == "_finish_append"
+    assert _flock_free(segment)
+    await store.aclose()
+    other = LocalStore(tmp_path)
+    assert (await other.read(_rec(2)))[0] == payload
+    await other.aclose()
+
+
+async def test_a_concurrent_append_whose_sync_fails_raises_and_frees_the_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fdatasync`` failing in the worker: the append raises a ``StorageError``
+    naming the key (not transient: an I/O error), the locks are let go of, and
+    the store appends again."""
+    store = LocalStore(tmp_path)
+    await store.create(_rec(1), b"one")
+    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    loop_thread = threading.current_thread()
+    real = os.fdatasync
+
+    def failing(fd: int) -> None:
+        if threading.current_thread() is not loop_thread:
+            raise OSError(errno.EIO, "injected I/O error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    async with _call_in_flight():
+        with pytest.raises(StorageError, match=r"00000000000000000002\.rec") as caught:
+            await store.create(_rec(2), b"two")
+    assert not caught.value.transient
+    assert isinstance(caught.value.__cause__, OSError)
+    assert not store._segs.segment(str(segment)).lock.locked()
+    assert _flock_free(segment)
+    monkeypatch.setattr(os, "fdatasync", real)
+    async with _call_in_flight():
+        await store.create(_rec(3), b"three")
+    await store.create(_rec(4), b"four")
+    got = await store.read_many([_rec(1), _rec(3), _rec(4)])
+    assert got == [b"one", b"three", b"four"]
+    await store.aclose()
+
+
+async def test_a_concurrent_append_cancelled_during_its_sync_still_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelling the task that awaits the sync does not stop it: the worker
+    syncs the frame, indexes it and lets go of the locks (the append's outcome
+    is unknown to the cancelled caller, as after any cancelled write)."""
+    store = LocalStore(tmp_path)
+    await store.create(_rec(1), b"one")
+    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    lock = store._segs.segment(str(segment)).lock
+    sync = _GatedSync(monkeypatch)
+    async with _call_in_flight():
+        write = asyncio.ensure_future(store.create(_rec(2), b"two"))
+        await sync.until_entered()
+        write.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        assert lock.locked()
+        sync.open()
+        for _ in range(1000):
+            if not lock.locked():
+                break
+            await asyncio.sleep(0.01)
+    assert not lock.locked()
+    assert _flock_free(segment)
+    assert (await store.read(_rec(2)))[0] == b"two"
+    with pytest.raises(ObjectExistsError):
+        await store.create(_rec(2), b"again")
     await store.aclose()
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from stores import _offload
-from stores._offload import run_blocking
+from stores._offload import run_blocking, run_sync
 
 
 async def test_returns_the_result_from_another_thread() -> None:
@@ -92,15 +92,45 @@ def test_workers_are_capped_and_reused() -> None:
     assert 1 <= len(live) <= _offload._MAX_WORKERS
 
 
+def test_sync_calls_run_while_every_worker_waits() -> None:
+    """``run_sync`` has threads of its own: a call there runs while every worker of
+    ``run_blocking`` waits (for a lock that call would let go of, say)."""
+    gate = threading.Event()
+
+    async def scenario() -> int:
+        waiting = [
+            asyncio.ensure_future(run_blocking(gate.wait, 30))
+            for _ in range(_offload._MAX_WORKERS + 2)
+        ]
+        try:
+            return await asyncio.wait_for(run_sync(lambda: 5), 10)
+        finally:
+            gate.set()
+            await asyncio.gather(*waiting)
+
+    assert asyncio.run(scenario()) == 5
+
+
+def test_sync_threads_are_capped_and_apart_from_the_workers() -> None:
+    async def many() -> None:
+        await asyncio.gather(*(run_sync(time.sleep, 0.01) for _ in range(64)))
+
+    asyncio.run(many())
+    live = [t for t in threading.enumerate() if t.name == "agent-journal-sync"]
+    assert 1 <= len(live) <= _offload._MAX_WORKERS
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_starts_its_own_workers() -> None:
     asyncio.run(run_blocking(int))  # the parent has workers now
+    asyncio.run(run_sync(int))
     pid = os.fork()
     if pid == 0:  # the child: the parent's threads do not exist here
         code = 1
         try:
             got = asyncio.run(asyncio.wait_for(run_blocking(lambda: 7), 10))
-            code = 0 if got == 7 else 1
+            synced = asyncio.run(asyncio.wait_for(run_sync(lambda: 8), 10))
+            code = 0 if (got, synced) == (7, 8) else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
