@@ -19,7 +19,7 @@ hook lets each finish the call it is running (for 5 seconds at most) before the
 interpreter goes down, as ``asyncio.run`` does for its executor. A forked child
 starts with no threads.
 
-:func:`run_sync` is the same on a second pool of the same size, kept for calls that
+:func:`run_io_only` is the same on a second pool of the same size, kept for calls that
 wait on nothing but I/O: the sync of an append written on the event loop, which
 holds its segment's locks until that sync returns. A worker of the first pool may
 be waiting for those locks; with every worker waiting, a sync queued behind them
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
-__all__ = ["in_flight", "run_blocking", "run_sync"]
+__all__ = ["in_flight", "run_blocking", "run_io_only"]
 
 _T = TypeVar("_T")
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
@@ -60,9 +60,8 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 class _Workers:
-    def __init__(self, name: str, max_workers: int = _MAX_WORKERS) -> None:
+    def __init__(self, name: str) -> None:
         self._name = name
-        self._max_workers = max_workers
         self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -76,7 +75,7 @@ class _Workers:
             if self._idle:
                 self._idle -= 1  # an idle worker will take it
                 return
-            if len(self._threads) >= self._max_workers:
+            if len(self._threads) >= _MAX_WORKERS:
                 return  # the next worker to finish takes it
             thread = threading.Thread(target=self._work, name=self._name, daemon=True)
             self._threads.append(thread)
@@ -121,7 +120,7 @@ class _Workers:
 
 
 _workers = _Workers("agent-journal-io")
-# Syncs of appends written on the loop (``run_sync``) have threads of their own: an
+# Syncs of appends written on the loop (``run_io_only``) have threads of their own: an
 # append there holds its segment's locks until its sync returns, and a worker of
 # the pool above may be waiting for those very locks; were all of them waiting,
 # a sync queued behind them would never run.
@@ -159,14 +158,10 @@ async def run_blocking(fn: Callable[..., _T], *args: Any) -> _T:
     """
     if not loop_running():
         return fn(*args)
-    import asyncio  # loaded already: a loop is running
-
-    future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-    _workers.submit((future, fn, args))
-    return await future
+    return await _submitted(_workers, fn, args)
 
 
-async def run_sync(fn: Callable[..., _T], *args: Any) -> _T:
+async def run_io_only(fn: Callable[..., _T], *args: Any) -> _T:
     """:func:`run_blocking` on threads kept for calls that wait on nothing but I/O.
 
     For finishing an append written on the loop: its sync, then letting go of the
@@ -179,8 +174,14 @@ async def run_sync(fn: Callable[..., _T], *args: Any) -> _T:
     """
     if not loop_running():
         return fn(*args)
+    return await _submitted(_syncers, fn, args)
+
+
+def _submitted(
+    workers: _Workers, fn: Callable[..., _T], args: tuple[Any, ...]
+) -> asyncio.Future[_T]:
     import asyncio  # loaded already: a loop is running
 
     future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-    _syncers.submit((future, fn, args))
-    return await future
+    workers.submit((future, fn, args))
+    return future

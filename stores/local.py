@@ -45,7 +45,7 @@ from stores._files import (
     write_temp,
 )
 from stores._nowait import WouldBlock, attempt, read_whole
-from stores._offload import in_flight, run_blocking, run_sync
+from stores._offload import in_flight, run_blocking, run_io_only
 from stores.segments import (
     QUARANTINE_PREFIX,
     PendingCreate,
@@ -249,7 +249,7 @@ class LocalStore(ObjectStore):
             and no append to another directory (thread) ended in the last 5 ms.
             Otherwise a durable append (``create`` of a record or blob) is
             written here all the same, and only its ``fdatasync`` runs in a
-            worker (``stores._offload.run_sync``), which then indexes the frame
+            worker (``stores._offload.run_io_only``), which then indexes the frame
             and lets go of the segment's thread lock and ``flock``: no reader
             sees the frame before it is durable, and the worker runs one system
             call instead of taking the interpreter back around each of six.
@@ -811,7 +811,7 @@ class LocalStore(ObjectStore):
     async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run the read ``fn(*args)`` here if it cannot block, else in a worker.
 
-        With no event loop running (``journal.loopless.run_sync``) it runs here,
+        With no event loop running (``journal.loopless.run_io_only``) it runs here,
         blocking: there is no loop to keep free, and a no-wait attempt that fails
         would only have read part of the bytes to read them again.
         """
@@ -865,7 +865,7 @@ class LocalStore(ObjectStore):
                         # The worker runs one system call and almost no Python,
                         # instead of competing with the loop for the interpreter
                         # around each of the append's calls.
-                        etag = await run_sync(
+                        etag = await run_io_only(
                             self._timed, self._finish_append, args[0], pending
                         )
                         return cast("_T", etag)

@@ -586,9 +586,10 @@ class _Segment:
         """Write ``(kind, name, data)`` frames in one write, not yet synced or indexed.
 
         The caller holds the lock, and keeps it until it has synced the file (if it
-        syncs) and called the returned function, which indexes the frames: until
-        then the index ends before them, so a failed sync leaves them to be written
-        over by the next append, as if never written.
+        syncs) and called the returned function, which indexes the frames. After a
+        failed sync the caller does not call it; the frames' bytes stay in the
+        file, where the next scan finds them whole or torn: the append's outcome
+        is unknown, as after any failed write.
 
         Returns:
             Whether this write started the file (its name must then be synced),
@@ -1085,8 +1086,9 @@ class PendingCreate:
             The object's etag.
 
         Raises:
-            OSError: The sync failed: the frame is not indexed, and the next
-                append writes over it.
+            OSError: The sync failed. The locks are let go of and the frame is
+                not indexed here, but its bytes stay in the file (see
+                :meth:`_Segment.write_frames`).
         """
         with self._locks:
             if self._fd is not None:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def count_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store functions run in a worker thread from now on (by
-    ``run_blocking`` or ``run_sync``)."""
+    ``run_blocking`` or ``run_io_only``)."""
     seen: list[str] = []
 
     def counting(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -29,7 +29,7 @@ def count_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return counted
 
-    for name in ("run_blocking", "run_sync"):
+    for name in ("run_blocking", "run_io_only"):
         monkeypatch.setattr(local_module, name, counting(getattr(local_module, name)))
     return seen
 

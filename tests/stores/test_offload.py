@@ -10,7 +10,7 @@ import time
 import pytest
 
 from stores import _offload
-from stores._offload import run_blocking, run_sync
+from stores._offload import run_blocking, run_io_only
 
 
 async def test_returns_the_result_from_another_thread() -> None:
@@ -93,7 +93,7 @@ def test_workers_are_capped_and_reused() -> None:
 
 
 def test_sync_calls_run_while_every_worker_waits() -> None:
-    """``run_sync`` has threads of its own: a call there runs while every worker of
+    """``run_io_only`` has threads of its own: a call there runs while every worker of
     ``run_blocking`` waits (for a lock that call would let go of, say)."""
     gate = threading.Event()
 
@@ -103,7 +103,7 @@ def test_sync_calls_run_while_every_worker_waits() -> None:
             for _ in range(_offload._MAX_WORKERS + 2)
         ]
         try:
-            return await asyncio.wait_for(run_sync(lambda: 5), 10)
+            return await asyncio.wait_for(run_io_only(lambda: 5), 10)
         finally:
             gate.set()
             await asyncio.gather(*waiting)
@@ -113,7 +113,7 @@ def test_sync_calls_run_while_every_worker_waits() -> None:
 
 def test_sync_threads_are_capped_and_apart_from_the_workers() -> None:
     async def many() -> None:
-        await asyncio.gather(*(run_sync(time.sleep, 0.01) for _ in range(64)))
+        await asyncio.gather(*(run_io_only(time.sleep, 0.01) for _ in range(64)))
 
     asyncio.run(many())
     live = [t for t in threading.enumerate() if t.name == "agent-journal-sync"]
@@ -123,13 +123,13 @@ def test_sync_threads_are_capped_and_apart_from_the_workers() -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_starts_its_own_workers() -> None:
     asyncio.run(run_blocking(int))  # the parent has workers now
-    asyncio.run(run_sync(int))
+    asyncio.run(run_io_only(int))
     pid = os.fork()
     if pid == 0:  # the child: the parent's threads do not exist here
         code = 1
         try:
             got = asyncio.run(asyncio.wait_for(run_blocking(lambda: 7), 10))
-            synced = asyncio.run(asyncio.wait_for(run_sync(lambda: 8), 10))
+            synced = asyncio.run(asyncio.wait_for(run_io_only(lambda: 8), 10))
             code = 0 if (got, synced) == (7, 8) else 1
         finally:
             os._exit(code)
