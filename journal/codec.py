@@ -15,7 +15,7 @@ import re
 import struct
 import types
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -491,7 +491,9 @@ def _unframe(
     return raw[_HEADER.size : end], raw[end : end + trailer_len]
 
 
-def _frame_end(magic: bytes, raw: bytes, trailer_len: int, what: str) -> int:
+def _frame_end(
+    magic: bytes, raw: bytes | memoryview, trailer_len: int, what: str
+) -> int:
     """Check framing and checksum; return where the body ends (it starts at 8)."""
     minimum = _HEADER.size + trailer_len + _CRC.size
     if len(raw) < minimum:
@@ -1132,6 +1134,7 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
                 ],
                 array_like=True,
                 frozen=True,
+                gc=False,  # dropped at once, never part of a cycle
                 tag=name,
                 namespace={"current_schema": info.schema},
             )
@@ -1154,20 +1157,35 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
         ],
         array_like=True,
         frozen=True,
+        gc=False,
     )
     _message_decoder = msgspec.msgpack.Decoder(body)
     return _message_decoder
 
 
+class SpanRecord(NamedTuple):
+    """What :func:`parse_messages` reads of one record."""
+
+    prev_hash: bytes | memoryview
+    """The stored hash of the record before it (not recomputed)."""
+    hash: bytes | memoryview
+    """Its stored hash (not recomputed)."""
+    epoch: int
+    """The writer's fencing epoch."""
+    messages: list[ev.Msg]
+    """The messages its events add to the context, in order."""
+
+
 def parse_messages(
-    raws: Sequence[bytes], first: int, *, label: str
-) -> list[tuple[bytes, bytes, list[ev.Msg]] | None]:
+    raws: Sequence[bytes | memoryview], first: int, *, label: str
+) -> list[SpanRecord | None]:
     """Check records' checksums; decode only the messages they add.
 
     For reading the messages a checkpoint's log span names: one decode per record,
     and no :class:`Record` built. ``raws`` are the stored bytes of the records
-    ``first``, ``first + 1``, ... For each, ``(prev_hash, hash, messages)``: its
-    stored chain fields and the messages its events add to the context, in order
+    ``first``, ``first + 1``, ... (or views of them). For each, a
+    :class:`SpanRecord`: its stored chain fields, epoch and the messages its events
+    add to the context, in order
     (:func:`journal.events.message_added`); or None when it needs the general path
     (:func:`parse_record` then :func:`materialize`): it is encrypted, keeps a
     message event in a blob or at an older schema, or holds an event type this
@@ -1184,7 +1202,7 @@ def parse_messages(
     """
     decoder = _message_body_decoder()
     message_type, raw_type = ev.MessageAppended, msgspec.Raw
-    out: list[tuple[bytes, bytes, list[ev.Msg]] | None] = []
+    out: list[SpanRecord | None] = []
     for version, raw in enumerate(raws, first):
         magic = raw[:4]
         body_bytes: bytes | memoryview
@@ -1194,7 +1212,7 @@ def parse_messages(
                 body_bytes = memoryview(raw)[_HEADER.size : end]
                 digest = raw[end : end + 32]
             elif magic == RECORD_ZMAGIC:
-                stored, digest = _unframe(RECORD_ZMAGIC, raw, 32, "record")
+                stored, digest = _unframe(RECORD_ZMAGIC, bytes(raw), 32, "record")
                 body_bytes = compression.decompress(stored)
             else:
                 out.append(None)  # encrypted, or damage parse_record will name
@@ -1223,7 +1241,7 @@ def parse_messages(
             elif (message := ev.message_added(data)) is not None:
                 messages.append(message)
         else:
-            out.append((body.prev_hash, digest, messages))
+            out.append(SpanRecord(body.prev_hash, digest, body.epoch, messages))
             continue
         out.append(None)
     return out

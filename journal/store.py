@@ -289,6 +289,21 @@ class ObjectStore(abc.ABC):
                 raise ValueError(f"invalid object key {prefix + name!r}")
         return await self.read_many([prefix + name for name in names])
 
+    async def read_sibling_buffers(
+        self, prefix: str, names: Sequence[str]
+    ) -> builtins.list[bytes | memoryview | None]:
+        """:meth:`read_siblings` for bytes parsed once and dropped.
+
+        A log's records read to rebuild state, say. As with :meth:`read_buffers`,
+        a backend may hand back views of one larger read instead of copies (the
+        local store does for records of one segment file). The default is
+        :meth:`read_siblings`.
+
+        Raises:
+            ValueError: As :meth:`read_siblings`.
+        """
+        return list(await self.read_siblings(prefix, names))
+
     async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         """Whether each of ``keys`` exists.
 

@@ -576,8 +576,8 @@ class LocalStore(ObjectStore):
         return found
 
     def _read_siblings(
-        self, prefix: str, names: Sequence[str]
-    ) -> builtins.list[bytes | None]:
+        self, prefix: str, names: Sequence[str], views: bool = False
+    ) -> builtins.list[bytes | memoryview | None]:
         if not names:
             return []
         directory, _ = self._locate(prefix + names[0])
@@ -586,8 +586,8 @@ class LocalStore(ObjectStore):
             for name in names:  # name the bad one (or find a newline: no harm)
                 if _bad_part(name) or "/" in name:
                     raise ValueError(f"invalid object key {prefix + name!r}")
-        found = self._read_in(directory, names, [prefix + name for name in names])
-        return cast("list[bytes | None]", found)
+        keys = [prefix + name for name in names]
+        return self._read_in(directory, names, keys, views=views)
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
         prefix = prefix.strip("/")
@@ -962,7 +962,13 @@ class LocalStore(ObjectStore):
     async def read_siblings(
         self, prefix: str, names: Sequence[str]
     ) -> builtins.list[bytes | None]:
-        return await self._reading(self._read_siblings, prefix, names)
+        found = await self._reading(self._read_siblings, prefix, names)
+        return cast("list[bytes | None]", found)
+
+    async def read_sibling_buffers(
+        self, prefix: str, names: Sequence[str]
+    ) -> builtins.list[bytes | memoryview | None]:
+        return await self._reading(self._read_siblings, prefix, names, True)
 
     async def exist_many(self, keys: Sequence[str]) -> builtins.list[bool]:
         return await self._reading(self._exist_many, keys)

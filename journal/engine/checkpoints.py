@@ -145,6 +145,7 @@ async def read_spans(
     log: ThreadLog,
     spans: list[LogSpan],
     provenance: Provenance | None = None,
+    heads: dict[int, tuple[bytes, int]] | None = None,
 ) -> dict[int, list[ev.Msg]]:
     """The messages each record of the spans' ranges adds, by version.
 
@@ -152,7 +153,8 @@ async def read_spans(
     checksum is checked, none may be missing, and each one's ``prev_hash`` must be
     the stored hash of the record before it in the run; the hashes themselves are
     not recomputed (see :func:`codec.parse_messages`).
-    ``provenance`` learns where each message came from.
+    ``provenance`` learns where each message came from; ``heads`` the stored hash
+    and epoch of the last record of each run, by version.
 
     Raises:
         CorruptRecordError: A record is missing or fails a check.
@@ -166,7 +168,9 @@ async def read_spans(
             runs.append([first, last])
     added: dict[int, list[ev.Msg]] = {}
     for first, last in runs:
-        await _read_run(log, first, last, added)
+        head = await _read_run(log, first, last, added)
+        if heads is not None:
+            heads[last] = head
     if provenance is not None:
         for version, messages in added.items():
             provenance.observe(version, messages)
@@ -175,34 +179,42 @@ async def read_spans(
 
 async def _read_run(
     log: ThreadLog, first: int, last: int, added: dict[int, list[ev.Msg]]
-) -> None:
+) -> tuple[bytes, int]:
     """Fill ``added`` for records ``first`` to ``last``, checked like a scan.
 
     Plain records go through :func:`codec.parse_messages` (one decode each, only
     the messages built, checksums but not hashes checked); any other (encrypted,
     an event in a blob, an unknown type) through the general parse and
     materialize.
+
+    Returns:
+        The stored hash and the epoch of record ``last``.
     """
     label = log.label
-    prev: bytes | None = None
+    prev: bytes | memoryview | None = None
+    epoch = 0
     for start in range(first, last + 1, READ_BATCH):
         versions = range(start, min(last, start + READ_BATCH - 1) + 1)
-        raw = await log.store.read_siblings(
+        # Views of one read of the segment, not a copy per record: the bytes are
+        # parsed here and dropped.
+        raw = await log.store.read_sibling_buffers(
             log.log_dir, [record_name(v) for v in versions]
         )
         for version, data in zip(versions, raw, strict=True):
             if data is None:
                 raise CorruptRecordError(label, version, "record is missing")
-        stored = cast("list[bytes]", raw)
+        stored = cast("list[bytes | memoryview]", raw)
         with codec.gc_paused():
             quick = codec.parse_messages(stored, start, label=label)
         for version, data, found in zip(versions, stored, quick, strict=True):
+            prev_hash: bytes | memoryview
             if found is not None:
-                prev_hash, digest, messages = found
+                prev_hash, digest, epoch, messages = found
             else:
-                parsed = await log.parse(data, version, strict=True)
+                parsed = await log.parse(bytes(data), version, strict=True)
                 record = (await log.materialize([parsed]))[0]
                 prev_hash, digest = parsed.body.prev_hash, parsed.hash
+                epoch = parsed.body.epoch
                 messages = [
                     m for e in record.events if (m := message_added(e)) is not None
                 ]
@@ -215,6 +227,8 @@ async def _read_run(
                 )
             prev = digest
             added[version] = messages
+    assert prev is not None  # noqa: S101 - the run holds one record at least
+    return bytes(prev), epoch
 
 
 def span_messages(
@@ -250,11 +264,15 @@ def span_messages(
 
 
 async def read_checkpoint(
-    log: ThreadLog, version: int, provenance: Provenance | None = None
+    log: ThreadLog,
+    version: int,
+    provenance: Provenance | None = None,
+    heads: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[AgentState, codec.CheckpointBody]:
     """Read the checkpoint at ``version`` with its chunks: the state and the body.
 
-    ``provenance`` learns where the messages read from log spans came from.
+    ``provenance`` learns where the messages read from log spans came from, and
+    ``heads`` what :func:`read_spans` tells of the records it read.
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
@@ -274,7 +292,9 @@ async def read_checkpoint(
     state = decode_state(body.state)
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blob_buffers(blobs) if blobs else {}
-    added = await read_spans(log, list(spans.values()), provenance) if spans else {}
+    added = (
+        await read_spans(log, list(spans.values()), provenance, heads) if spans else {}
+    )
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.
     with codec.gc_paused():

@@ -90,6 +90,9 @@ async def rebuild(
     warnings: list[str] = []
     projection = AgentStateProjection(log.label)
     tried: set[int] = set()
+    # The stored hash and epoch of records a checkpoint's log spans read: the one
+    # the checkpoint covers need not be read again.
+    heads: dict[int, tuple[bytes, int]] = {}
     hint = await log.read_hint()
     candidates: list[int] | None = None
     marker: RetentionMarker | None = None
@@ -130,7 +133,7 @@ async def rebuild(
             tried.add(version)
             try:
                 base = await read_checkpoint(
-                    log, version, refs.provenance if refs is not None else None
+                    log, version, refs.provenance if refs is not None else None, heads
                 )
             except ObjectNotFoundError:
                 warnings.append(
@@ -151,6 +154,7 @@ async def rebuild(
                 warnings,
                 window=window,
                 refs=refs,
+                covered=heads.get(version),
             )
         except ForeignCheckpointError as exc:
             warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
@@ -190,7 +194,13 @@ async def _replay(
     *,
     window: bool,
     refs: LogRefs | None,
+    covered: tuple[bytes, int] | None = None,
 ) -> Loaded:
+    """Fold the log after ``base`` (or from its start) into the state.
+
+    ``covered``: the stored hash and epoch of the record ``base`` covers, when a
+    log span of it read that record (checked by its CRC, as a span's records are).
+    """
     batches: BatchWindow | None = None
     chunks: set[str] = set()
     spans: dict[str, str] = {}  # log span references, by chunk digest
@@ -218,13 +228,15 @@ async def _replay(
     head_epoch = 0
     if base is not None and not versions:
         # Nothing after the checkpoint: check the record it covers is ours.
-        try:
-            covered = await log.read_parsed(start)
-        except ObjectNotFoundError:
-            raise ForeignCheckpointError("covers a record that is absent") from None
-        if covered.hash != prev_hash:
+        if covered is None:
+            try:
+                parsed_head = await log.read_parsed(start)
+            except ObjectNotFoundError:
+                raise ForeignCheckpointError("covers a record that is absent") from None
+            covered = parsed_head.hash, parsed_head.body.epoch
+        if covered[0] != prev_hash:
             raise ForeignCheckpointError("does not match the log's record hash")
-        head_epoch = covered.body.epoch
+        head_epoch = covered[1]
     batches_read = log.scan(versions, after=start, prev_hash=prev_hash, first=first)
     if at_version is not None and at_version > start + len(versions):
         raise ValueError(

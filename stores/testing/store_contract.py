@@ -366,10 +366,11 @@ class StoreContract:
     async def test_read_siblings(self, store: ObjectStore, key_prefix: str) -> None:
         """``read_siblings`` reads ``prefix + name`` as ``read_many`` would.
 
-        Records (kept in segment files by the local store), blobs and plain files,
-        missing and deleted ones as None, in the order asked; a name that is not
-        one path segment is refused (the local store also refuses what its keys
-        refuse, such as a leading ``.``).
+        ``read_sibling_buffers`` gives the same bytes. Records (kept in segment
+        files by the local store), blobs and plain files, missing and deleted ones
+        as None, in the order asked; a name that is not one path segment is refused
+        (the local store also refuses what its keys refuse, such as a leading
+        ``.``).
         """
         log = f"{key_prefix}t/log/"
         names = [f"{v:020d}.rec" for v in (3, 1, 2)]
@@ -384,9 +385,15 @@ class StoreContract:
                             names[1].encode()]  # fmt: skip
         assert await store.read_siblings(log, asked) == expected
         assert await store.read_siblings(log, []) == []
+        # The buffers (perhaps views of one read) hold the same bytes.
+        buffers = await store.read_sibling_buffers(log, asked)
+        assert [None if b is None else bytes(b) for b in buffers] == expected
+        assert await store.read_sibling_buffers(log, []) == []
         for bad in ("a/b", ""):
             with pytest.raises(ValueError, match="invalid object key"):
                 await store.read_siblings(log, [names[1], bad])
+            with pytest.raises(ValueError, match="invalid object key"):
+                await store.read_sibling_buffers(log, [names[1], bad])
 
     async def test_exist_many(self, store: ObjectStore, key_prefix: str) -> None:
         """``exist_many`` says which keys exist, in order: records, blobs and files.

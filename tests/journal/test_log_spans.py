@@ -119,6 +119,39 @@ async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
     assert not any(r.startswith("@") for r in await refs_of(files, key, last))
 
 
+async def test_a_load_at_the_checkpoint_reads_each_record_once(tmp_path: Path):
+    """The record a checkpoint covers was read by its last span: that read (its
+    CRC-checked stored hash and epoch) tells the checkpoint is this log's, with no
+    second read and parse of the record."""
+    key = new_key()
+    j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
+    async with j.writer(key) as w:
+        for i in range(12):
+            await w.append([say(i), say(i, "assistant")])
+        await w.checkpoint()
+    head = await j.head(key)
+    assert head in await ThreadLog(j.store, key).checkpoint_versions()
+    reader = Journal.open(tmp_path)
+    asked: list[str] = []
+    real_read = reader.store.read
+
+    async def read(key_: str) -> tuple[bytes, str]:
+        asked.append(key_)
+        return await real_read(key_)
+
+    reader.store.read = read  # type: ignore[method-assign]
+    state, warnings = await reader.load_with_warnings(key)
+    assert warnings == []
+    assert state.version == head
+    assert msgspec.msgpack.encode(state) == await replayed(j, key)
+    assert not [k for k in asked if k.endswith(".rec")], asked
+    # A writer resumes from it at the head's epoch.
+    async with reader.writer(key) as w:
+        assert w.base_version == head
+        await w.append([say(99)])
+    await assert_right(reader, key, tmp_path)
+
+
 async def test_a_restarted_writer_names_the_same_spans(tmp_path: Path):
     key = new_key()
     j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")

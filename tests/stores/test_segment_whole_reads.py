@@ -108,3 +108,23 @@ async def test_a_cold_load_reads_the_chunk_segment_once(tmp_path, monkeypatch):
     assert state.to_json() == expected
     blob_reads = [r for r in reads if r[0] == ".seg-blobs"]
     assert blob_reads == [(".seg-blobs", (blobs_dir / ".seg-blobs").stat().st_size, 0)]
+
+
+async def test_a_logs_records_are_read_as_views_of_one_read(tmp_path, monkeypatch):
+    """``read_sibling_buffers`` (a span's records, read to rebuild state) gives
+    views of one read of the segment; ``read_siblings`` copies."""
+    store = LocalStore(tmp_path)
+    log = "t/log/"
+    names = [f"{v:020d}.rec" for v in range(1, 41)]
+    bodies = [os.urandom(300 + v) for v in range(40)]
+    for name, body in zip(names, bodies, strict=True):
+        await store.create(log + name, body)
+    await store.aclose()
+    reads = _record_reads(monkeypatch)
+    viewed = await LocalStore(tmp_path).read_sibling_buffers(log, names)
+    assert all(isinstance(v, memoryview) for v in viewed)
+    assert [bytes(v) for v in viewed if v is not None] == bodies
+    assert len(reads) == 1, reads
+    copied = await LocalStore(tmp_path).read_siblings(log, names)
+    assert all(type(c) is bytes for c in copied)
+    assert copied == bodies
