@@ -811,7 +811,7 @@ class LocalStore(ObjectStore):
     async def _reading(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run the read ``fn(*args)`` here if it cannot block, else in a worker.
 
-        With no event loop running (``journal.loopless.run_io_only``) it runs here,
+        With no event loop running (``journal.loopless.run_sync``) it runs here,
         blocking: there is no loop to keep free, and a no-wait attempt that fails
         would only have read part of the bytes to read them again.
         """
