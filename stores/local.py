@@ -847,20 +847,16 @@ class LocalStore(ObjectStore):
                 )
                 if alone and not in_flight() and self._write_cost < INLINE_WRITE_BUDGET:
                     start = time.perf_counter()
-                    try:
-                        with attempt():
-                            result = fn(*args)
-                    except WouldBlock as exc:
-                        if exc.unsupported:
-                            self.inline_writes = False
-                    else:
+                    done = self._attempt_write(fn, *args)
+                    if done is not None:
                         self._cost(time.perf_counter() - start)
                         # Let the rest of the loop run (timers such as lease
                         # renewals, other tasks) between appends, as a hop does.
                         await pause()
-                        return result
+                        return done[0]
                 elif durable_in is not None:
-                    pending = self._try_begin_append(*args)
+                    begun = self._attempt_write(self._begin_append, *args)
+                    pending = None if begun is None else begun[0]
                     if pending is not None:
                         # The worker runs one system call and almost no Python,
                         # instead of competing with the loop for the interpreter
@@ -874,15 +870,16 @@ class LocalStore(ObjectStore):
             if durable_in is not None:
                 self._last_append = (durable_in, time.monotonic())
 
-    def _try_begin_append(self, key: str, data: bytes) -> PendingCreate | None:
-        """Write the append ``key`` here up to its sync, if that need not wait.
+    def _attempt_write(self, fn: Callable[..., _T], *args: Any) -> tuple[_T] | None:
+        """Run the write ``fn(*args)`` here in no-wait mode: ``(its result,)``.
 
         None when it would have to wait (a lock held elsewhere, a torn tail to
-        repair: nothing was written) or ``key`` is not appended to a segment.
+        repair): nothing was written. A file system that cannot tell turns
+        ``inline_writes`` off.
         """
         try:
             with attempt():
-                return self._begin_append(key, data)
+                return (fn(*args),)
         except WouldBlock as exc:
             if exc.unsupported:
                 self.inline_writes = False
