@@ -15,7 +15,7 @@ import re
 import struct
 import types
 import zlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import msgspec
 
@@ -1110,33 +1110,33 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
 
     One tagged array-like struct per registered type (the envelope's type name is
     its first element, as msgspec's tag): ``MessageAppended`` and
-    ``ToolCallCompleted`` (and subclasses) get their event class as ``data``, every
-    other type its bytes, skipped. A type name not registered fails validation.
+    ``ToolCallCompleted`` (and subclasses) get their event class as ``data`` and
+    their current schema as the only valid ``schema``, every other type its bytes,
+    skipped. A type name not registered, and a message event at another schema or
+    kept in a blob, fail validation: the checks run inside the one decode.
     """
     global _message_decoder
     if _message_decoder is not None:
         return _message_decoder
     members: list[Any] = []
     for name, info in _BY_NAME.items():
-        data: Any = (
-            info.cls | None
-            if issubclass(info.cls, (ev.MessageAppended, ev.ToolCallCompleted))
-            else msgspec.Raw
-        )
+        # A message event at its current schema decodes to its class; at another
+        # schema, or kept in a blob (no data), it fails validation, sending the
+        # record down the general path, which upcasts or fetches it.
+        adds = issubclass(info.cls, (ev.MessageAppended, ev.ToolCallCompleted))
         members.append(
             msgspec.defstruct(
                 f"_Envelope_{len(members)}",
                 [
-                    ("schema", int),
+                    ("schema", Literal[info.schema] if adds else int),
                     ("required", bool),
-                    ("data", data),
+                    ("data", info.cls if adds else msgspec.Raw),
                     ("blob", str | None, None),
                 ],
                 array_like=True,
                 frozen=True,
                 gc=False,  # dropped at once, never part of a cycle
                 tag=name,
-                namespace={"current_schema": info.schema},
             )
         )
     body = msgspec.defstruct(
@@ -1200,17 +1200,26 @@ def parse_messages(
     Raises:
         CorruptRecordError: A check failed, naming the thread and version.
     """
-    decoder = _message_body_decoder()
-    message_type, raw_type = ev.MessageAppended, msgspec.Raw
+    decode = _message_body_decoder().decode
+    message_type, raw_type, added = ev.MessageAppended, msgspec.Raw, ev.message_added
+    header, crc_at, crc32 = _HEADER.unpack_from, _CRC.unpack_from, zlib.crc32
+    overhead = _HEADER.size + 32 + _CRC.size  # header, stored hash, checksum
     out: list[SpanRecord | None] = []
     for version, raw in enumerate(raws, first):
-        magic = raw[:4]
-        body_bytes: bytes | memoryview
+        size = len(raw)
+        digest: bytes | memoryview
         try:
+            magic, length = header(raw) if size >= _HEADER.size else (b"", -1)
             if magic == RECORD_MAGIC:
-                end = _frame_end(RECORD_MAGIC, raw, 32, "record")
-                body_bytes = memoryview(raw)[_HEADER.size : end]
-                digest = raw[end : end + 32]
+                view = memoryview(raw)
+                end = size - 32 - _CRC.size
+                if (
+                    length + overhead != size
+                    or crc32(view[: size - _CRC.size]) != crc_at(raw, end + 32)[0]
+                ):
+                    _frame_end(RECORD_MAGIC, raw, 32, "record")  # names the damage
+                body_bytes: bytes | memoryview = view[_HEADER.size : end]
+                digest = view[end : end + 32]
             elif magic == RECORD_ZMAGIC:
                 stored, digest = _unframe(RECORD_ZMAGIC, bytes(raw), 32, "record")
                 body_bytes = compression.decompress(stored)
@@ -1218,9 +1227,11 @@ def parse_messages(
                 out.append(None)  # encrypted, or damage parse_record will name
                 continue
             try:
-                body = decoder.decode(body_bytes)
+                body = decode(body_bytes)
             except msgspec.ValidationError:
-                out.append(None)  # the general path tells an unknown type from damage
+                # An unknown type, a message event at an older schema or in a blob:
+                # the general path tells which, and reads it or names it.
+                out.append(None)
                 continue
         except (ValueError, msgspec.DecodeError) as exc:
             raise CorruptRecordError(label, version, str(exc)) from None
@@ -1232,18 +1243,11 @@ def parse_messages(
         messages: list[ev.Msg] = []
         for envelope in body.events:
             data = envelope.data
-            if type(data) is raw_type:
-                continue
-            if data is None or envelope.schema != envelope.current_schema:
-                break
             if type(data) is message_type:
                 messages.append(data.message)
-            elif (message := ev.message_added(data)) is not None:
+            elif type(data) is not raw_type and (message := added(data)) is not None:
                 messages.append(message)
-        else:
-            out.append(SpanRecord(body.prev_hash, digest, body.epoch, messages))
-            continue
-        out.append(None)
+        out.append(SpanRecord(body.prev_hash, digest, body.epoch, messages))
     return out
 
 

@@ -17,6 +17,7 @@ silently send records to the wrong segment.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -65,8 +66,10 @@ def version_name(version: int) -> str:
     return f"{version:0{VERSION_WIDTH}d}"
 
 
+@functools.lru_cache(maxsize=8192)
 def record_name(version: int) -> str:
     """The file name of the record at ``version`` (its key's last part)."""
+    # Cached: a process loading many threads names the same low versions in each.
     return f"{version:0{VERSION_WIDTH}d}{RECORD_SUFFIX}"
 
 

@@ -200,9 +200,9 @@ async def _read_run(
         raw = await log.store.read_sibling_buffers(
             log.log_dir, [record_name(v) for v in versions]
         )
-        for version, data in zip(versions, raw, strict=True):
-            if data is None:
-                raise CorruptRecordError(label, version, "record is missing")
+        if None in raw:
+            missing = versions[raw.index(None)]
+            raise CorruptRecordError(label, missing, "record is missing")
         stored = cast("list[bytes | memoryview]", raw)
         with codec.gc_paused():
             quick = codec.parse_messages(stored, start, label=label)

@@ -514,3 +514,42 @@ async def test_the_default_is_dense_and_stops_at_a_segment(tmp_path: Path):
         assert len(refs.provenance) == 0
     assert blob_bytes(tmp_path) > 0
     await assert_right(j, key, tmp_path)
+
+
+class Noted(MessageAppended, frozen=True):
+    """An application's event that adds a message (a MessageAppended subclass)."""
+
+    note: str = ""
+
+
+async def test_records_the_quick_read_passes_on_load_as_replayed(tmp_path: Path):
+    # A span's records are read without building Record objects, except those that
+    # need the general path: a message event kept in a blob, one at an older schema
+    # (upcast on read), an application's subclass. Each must load as replayed.
+    key = new_key()
+    codec.register_event(Noted, name="test.Noted", schema=1)
+    try:
+        j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
+        async with j.writer(key) as w:
+            await w.append([say(1), Noted(Msg("user", "old", id="n-1"), note="a")])
+            big = "y" * (codec.BLOB_THRESHOLD + 1)
+            await w.append([say(2), MessageAppended(Msg("tool", big, id="big"))])
+
+        def renamed(fields: dict[str, object]) -> dict[str, object]:
+            message = dict(fields["message"])  # type: ignore[call-overload]
+            message["id"] = f"{message['id']}-v2"
+            return {**fields, "message": message}
+
+        codec.register_event(Noted, name="test.Noted", schema=2)
+        codec.register_upcaster("test.Noted", 1, renamed)
+        j = Journal.open(tmp_path, checkpoint_every=0, log_spans="always")
+        async with j.writer(key) as w:
+            await w.append([Noted(Msg("user", "new", id="n-2")), say(3)])
+            version = await w.checkpoint()
+        assert all(r.startswith("@") for r in await refs_of(j, key, version))
+        state = await Journal.open(tmp_path).load(key)
+        expected = ["m-1", "n-1-v2", "m-2", "big", "n-2", "m-3"]
+        assert [m.id for m in state.context] == expected
+        await assert_right(j, key, tmp_path)
+    finally:
+        codec.unregister_event("test.Noted")
