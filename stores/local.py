@@ -845,7 +845,7 @@ class LocalStore(ObjectStore):
                     or durable_in == last_directory
                     or time.monotonic() - last_end > _CONCURRENT_WINDOW
                 )
-                if alone and not in_flight() and self._write_cost < INLINE_WRITE_BUDGET:
+                if alone and self._quiet():
                     start = time.perf_counter()
                     done = self._attempt_write(fn, *args)
                     if done is not None:
@@ -869,6 +869,18 @@ class LocalStore(ObjectStore):
         finally:
             if durable_in is not None:
                 self._last_append = (durable_in, time.monotonic())
+
+    def _quiet(self) -> bool:
+        """Whether a write may run on the loop now.
+
+        Nothing of this process is in a worker (the write could wait behind it), and
+        the store's writes have been quick.
+        """
+        return (
+            self.inline_writes
+            and not in_flight()
+            and self._write_cost < INLINE_WRITE_BUDGET
+        )
 
     def _attempt_write(self, fn: Callable[..., _T], *args: Any) -> tuple[_T] | None:
         """Run the write ``fn(*args)`` here in no-wait mode: ``(its result,)``.
@@ -938,7 +950,30 @@ class LocalStore(ObjectStore):
     async def create_many_derived(
         self, items: Sequence[tuple[str, bytes]]
     ) -> builtins.list[bool]:
-        return await run_blocking(self._publish_many, items, False)
+        # Segment frames go one at a time on the loop while it is quiet, the
+        # loop's other work (a writer's commits) running between them: in one
+        # worker call, a commit made meanwhile waited for the whole batch (a
+        # checkpoint past the span limit writes some 600 KiB of chunks). Plain
+        # files, and what the loop cannot write now, go to a worker in one call.
+        created: builtins.list[bool] = []
+        if loop_running() and self.segments:
+            for key, data in items:
+                if not self._quiet() or segment_of(key.rpartition("/")[2]) is None:
+                    break
+                start = time.perf_counter()
+                try:
+                    if self._attempt_write(self._publish, key, data, False) is None:
+                        break  # a lock held elsewhere: nothing was written
+                    created.append(True)
+                except ObjectExistsError:
+                    created.append(False)  # the same content, written before
+                self._cost(time.perf_counter() - start)
+                await pause()
+        if len(created) < len(items):
+            created += await run_blocking(
+                self._publish_many, items[len(created) :], False
+            )
+        return created
 
     async def flush(self, keys: Sequence[str]) -> None:
         await run_blocking(self._flush, keys)

@@ -8,7 +8,9 @@ thread and the store's writes have averaged under ``INLINE_WRITE_BUDGET``; its
 which lets go of the segment's locks after it: no reader sees the frame before it
 is durable. A lock held elsewhere or a torn tail to repair sends the whole write to
 a worker thread before anything is written, so the loop never waits on another
-writer and nothing is written twice.
+writer and nothing is written twice. A batch of derived blobs
+(``create_many_derived``) is written on the loop a frame at a time under the same
+rules, the rest going to a worker in one call once one of them cannot.
 """
 
 from __future__ import annotations
@@ -470,3 +472,68 @@ async def test_without_nowait_reads_writes_stop_trying(
     assert hops == ["_publish", "_publish"]
     assert (await store.read(_rec(2)))[0] == b"two"
     await store.aclose()
+
+
+def _blob(i: int) -> str:
+    return f"t/blobs/{i:064x}"
+
+
+async def test_derived_blobs_are_written_on_the_loop_a_frame_at_a_time(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """A checkpoint's chunks (``create_many_derived``) go to the blob segment one
+    frame at a time on the loop, other tasks (the writer's commits) running between
+    them. In one worker call, the commits made meanwhile waited for all of it: past
+    the span limit a checkpoint writes some 20 chunks, 600 KiB, and the turn that
+    overlapped took the whole write's time."""
+    store = LocalStore(tmp_path)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    start = ticks
+    items = [(_blob(i), bytes([i]) * 40_000) for i in range(6)]
+    assert await store.create_many_derived(items) == [True] * 6
+    assert hops == []
+    assert ticks - start >= 5
+    again = [*items[:2], (_blob(9), b"nine")]
+    assert await store.create_many_derived(again) == [False, False, True]
+    task.cancel()
+    assert hops == []
+    fresh = LocalStore(tmp_path)
+    got = await fresh.read_many([k for k, _ in [*items, again[-1]]])
+    assert got == [d for _, d in items] + [b"nine"]
+    await store.aclose()
+
+
+async def test_derived_blobs_go_to_a_worker_in_one_call_when_the_loop_cannot(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """With a call of this process in a worker (writes there would wait), or
+    without segments (plain files are synced before they are linked), the rest of
+    the batch is one worker call, as before."""
+    store = LocalStore(tmp_path)
+    gate = threading.Event()
+    busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
+    await asyncio.sleep(0.05)
+    items = [(_blob(i), bytes([i]) * 100) for i in range(4)]
+    created = asyncio.ensure_future(store.create_many_derived(items))
+    await asyncio.sleep(0.05)
+    gate.set()
+    await busy
+    assert await created == [True] * 4
+    assert hops.count("_publish_many") == 1
+    assert "_publish" not in hops
+    plain = LocalStore(tmp_path / "plain", segments=False)
+    hops.clear()
+    assert await plain.create_many_derived(items) == [True] * 4
+    assert hops == ["_publish_many"]
+    assert await plain.read_many([k for k, _ in items]) == [d for _, d in items]
+    await store.aclose()
+    await plain.aclose()
