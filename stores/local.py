@@ -66,6 +66,11 @@ __all__ = ["INLINE_WRITE_BUDGET", "LocalStore"]
 INLINE_WRITE_BUDGET = 0.002
 """Seconds an average write may take and still run on the event loop (2 ms)."""
 
+INLINE_FRAME_MAX = 256 * 1024
+"""The largest derived blob written on the event loop (bytes); a chunk can reach a
+mebibyte, whose checksums and copy would hold the loop for milliseconds, while a
+worker computes them with the interpreter let go."""
+
 _CONCURRENT_WINDOW = 0.005
 # An append to another directory less than this after the last one ended is
 # taken to be concurrent with it (seconds).
@@ -950,15 +955,20 @@ class LocalStore(ObjectStore):
     async def create_many_derived(
         self, items: Sequence[tuple[str, bytes]]
     ) -> builtins.list[bool]:
-        # Segment frames go one at a time on the loop while it is quiet, the
-        # loop's other work (a writer's commits) running between them: in one
-        # worker call, a commit made meanwhile waited for the whole batch (a
-        # checkpoint past the span limit writes some 600 KiB of chunks). Plain
-        # files, and what the loop cannot write now, go to a worker in one call.
+        # Segment frames of up to INLINE_FRAME_MAX go one at a time on the loop
+        # while it is quiet, the loop's other work (a writer's commits) running
+        # between them: in one worker call, a commit made meanwhile waited for the
+        # whole batch (a checkpoint past the span limit writes some 600 KiB of
+        # chunks). Plain files, a larger frame, and what the loop cannot write now
+        # go to a worker, the rest of the batch in one call.
         created: builtins.list[bool] = []
         if loop_running() and self.segments:
             for key, data in items:
-                if not self._quiet() or segment_of(key.rpartition("/")[2]) is None:
+                if (
+                    len(data) > INLINE_FRAME_MAX
+                    or not self._quiet()
+                    or segment_of(key.rpartition("/")[2]) is None
+                ):
                     break
                 start = time.perf_counter()
                 try:

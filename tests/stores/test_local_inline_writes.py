@@ -530,6 +530,13 @@ async def test_derived_blobs_go_to_a_worker_in_one_call_when_the_loop_cannot(
     assert await created == [True] * 4
     assert hops.count("_publish_many") == 1
     assert "_publish" not in hops
+    # A frame too large to checksum and copy on the loop ends the inline run.
+    hops.clear()
+    large = b"L" * (local_module.INLINE_FRAME_MAX + 1)
+    mixed = [(_blob(10), b"small"), (_blob(11), large), (_blob(12), b"after")]
+    assert await store.create_many_derived(mixed) == [True] * 3
+    assert hops == ["_publish_many"]
+    assert await store.read_many([k for k, _ in mixed]) == [d for _, d in mixed]
     plain = LocalStore(tmp_path / "plain", segments=False)
     hops.clear()
     assert await plain.create_many_derived(items) == [True] * 4
