@@ -47,6 +47,22 @@ def _rec(version: int) -> str:
     return f"t/log/{version:020d}.rec"
 
 
+class _Ticks:
+    """Counts the event loop's turns (other tasks' chances to run) until stopped."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 @pytest.fixture(autouse=True)
 def steady_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """A budget no sync of a busy machine outlasts: the tests check the rules, and
@@ -316,21 +332,13 @@ async def test_an_append_on_the_loop_lets_other_tasks_run(tmp_path: Path) -> Non
     """Appends that never leave the loop still yield to it, so that timers (a
     writer's lease renewal) and other tasks run between them."""
     store = LocalStore(tmp_path)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.ensure_future(ticker())
+    ticks = _Ticks()
     await asyncio.sleep(0)
-    start = ticks
+    start = ticks.count
     for version in range(1, 21):
         await store.create(_rec(version), b"x")
-    assert ticks - start >= 19
-    task.cancel()
+    assert ticks.count - start >= 19
+    ticks.stop()
     await store.aclose()
 
 
@@ -487,24 +495,16 @@ async def test_derived_blobs_are_written_on_the_loop_a_frame_at_a_time(
     the span limit a checkpoint writes some 20 chunks, 600 KiB, and the turn that
     overlapped took the whole write's time."""
     store = LocalStore(tmp_path)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    task = asyncio.ensure_future(ticker())
+    ticks = _Ticks()
     await asyncio.sleep(0)
-    start = ticks
+    start = ticks.count
     items = [(_blob(i), bytes([i]) * 40_000) for i in range(6)]
     assert await store.create_many_derived(items) == [True] * 6
     assert hops == []
-    assert ticks - start >= 5
+    assert ticks.count - start >= 5
     again = [*items[:2], (_blob(9), b"nine")]
     assert await store.create_many_derived(again) == [False, False, True]
-    task.cancel()
+    ticks.stop()
     assert hops == []
     fresh = LocalStore(tmp_path)
     got = await fresh.read_many([k for k, _ in [*items, again[-1]]])
