@@ -544,3 +544,32 @@ async def test_derived_blobs_go_to_a_worker_in_one_call_when_the_loop_cannot(
     assert await plain.read_many([k for k, _ in items]) == [d for _, d in items]
     await store.aclose()
     await plain.aclose()
+
+
+async def test_derived_blobs_wait_off_the_loop_for_a_segment_flocked_elsewhere(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """Another process holding the blob segment's lock: the batch's rest goes to a
+    worker in one call before anything of it is written, and each blob lands once."""
+    store = LocalStore(tmp_path)
+    first = [(_blob(1), b"one")]
+    assert await store.create_many_derived(first) == [True]
+    segment = next((tmp_path / "t" / "blobs").glob(".seg-*"))
+    fd = os.open(segment, os.O_RDWR)
+    rest = [(_blob(2), b"two"), (_blob(3), b"three")]
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        hops.clear()
+        write = asyncio.ensure_future(store.create_many_derived(rest))
+        await assert_waiting_off_the_loop(write)
+        assert hops == ["_publish_many"]
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        assert await asyncio.wait_for(write, 10) == [True, True]
+    finally:
+        os.close(fd)
+    await store.aclose()
+    frames, tail = parse_segment(segment)
+    assert sorted(f.name for f in frames if f.kind == PUT) == [
+        k.rpartition("/")[2] for k, _ in [*first, *rest]
+    ]
+    assert tail == 0
