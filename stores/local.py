@@ -851,10 +851,8 @@ class LocalStore(ObjectStore):
                     or time.monotonic() - last_end > _CONCURRENT_WINDOW
                 )
                 if alone and self._quiet():
-                    start = time.perf_counter()
-                    done = self._attempt_write(fn, *args)
+                    done = self._write_here(fn, *args)
                     if done is not None:
-                        self._cost(time.perf_counter() - start)
                         # Let the rest of the loop run (timers such as lease
                         # renewals, other tasks) between appends, as a hop does.
                         await pause()
@@ -886,6 +884,14 @@ class LocalStore(ObjectStore):
             and not in_flight()
             and self._write_cost < INLINE_WRITE_BUDGET
         )
+
+    def _write_here(self, fn: Callable[..., _T], *args: Any) -> tuple[_T] | None:
+        """:meth:`_attempt_write`, its time counted in the inline-write average."""
+        start = time.perf_counter()
+        done = self._attempt_write(fn, *args)
+        if done is not None:
+            self._cost(time.perf_counter() - start)
+        return done
 
     def _attempt_write(self, fn: Callable[..., _T], *args: Any) -> tuple[_T] | None:
         """Run the write ``fn(*args)`` here in no-wait mode: ``(its result,)``.
@@ -967,17 +973,15 @@ class LocalStore(ObjectStore):
                 if (
                     len(data) > INLINE_FRAME_MAX
                     or not self._quiet()
-                    or segment_of(key.rpartition("/")[2]) is None
+                    or self._segmented(self._path(key)) is None
                 ):
                     break
-                start = time.perf_counter()
                 try:
-                    if self._attempt_write(self._publish, key, data, False) is None:
+                    if self._write_here(self._publish, key, data, False) is None:
                         break  # a lock held elsewhere: nothing was written
                     created.append(True)
                 except ObjectExistsError:
                     created.append(False)  # the same content, written before
-                self._cost(time.perf_counter() - start)
                 await pause()
         if len(created) < len(items):
             created += await run_blocking(
