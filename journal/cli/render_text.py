@@ -116,12 +116,21 @@ def needs_rich(blocks: Sequence[Block]) -> bool:
     for block in blocks:
         if isinstance(block, Grid):
             cells += block.headers
-            cells += (_plain(c) for row in block.rows for c in row)
+            cells += [
+                c.plain if isinstance(c, Styled) else c
+                for row in block.rows
+                for c in row
+            ]
         else:
             lines.append(_plain(block))
     # One scan of the joined text: a long thread's state has tens of thousands
-    # of cells, and joining creates no character that was not there.
-    return bool(_SPECIAL_CELL.search("".join(cells)) or _SPECIAL.search("".join(lines)))
+    # of cells, and joining creates no character that was not there. Every
+    # special character is unprintable, so text that str.isprintable passes (in
+    # one pass in C) holds none; other text is searched.
+    joined = "".join(cells)
+    if not joined.isprintable() and _SPECIAL_CELL.search(joined):
+        return True
+    return bool(_SPECIAL.search("".join(lines)))
 
 
 def _cell_width(text: str) -> int:
@@ -145,13 +154,21 @@ def _pad_column(cells: Sequence[str], right: bool) -> list[str]:
 
 
 def _grid_lines(grid: Grid) -> list[str]:
-    rows = [[_plain(c) for c in row] for row in grid.rows]
+    """The grid's lines; a left-aligned last column is not padded.
+
+    The caller strips each line's trailing spaces, which is all that padding
+    the last column would add.
+    """
+    rows = [[c.plain if isinstance(c, Styled) else c for c in row] for row in grid.rows]
     if grid.show_header:
         rows.insert(0, list(grid.headers))
     if not rows:
         return []
+    last = len(rows[0]) - 1
     columns = [
-        _pad_column(cells, i in grid.right)
+        cells
+        if i == last and i not in grid.right
+        else _pad_column(cells, i in grid.right)
         for i, cells in enumerate(zip(*rows, strict=True))
     ]
     indent = " " * grid.indent

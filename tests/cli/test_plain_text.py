@@ -152,9 +152,28 @@ def test_shorten_cuts_long_text_as_if_it_had_collapsed_all_of_it():
     # shorten looks at a prefix first; the result must not depend on that.
     rng = random.Random(7)  # noqa: S311 - test inputs, not secrets
     pieces = ["word", "x", " ", "  ", "\n", "\t", "\u00e9t\u00e9", "a" * 300, " " * 500]
-    for _ in range(2000):
+    # Whitespace other than the space, and characters that are not printable
+    # but are no whitespace either.
+    pieces += ["\xa0", "\u2028", "\x1c", "\x85", "\u3000", "\x07", "\u200b"]
+    for _ in range(4000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 120)))
-        width = rng.choice([3, 4, 10, 40, 50, 60, 90, 200])
+        width = rng.choice([0, 1, 2, 3, 4, 10, 40, 50, 60, 90, 200])
         flat = " ".join(text.split())
         expected = flat if len(flat) <= width else flat[: width - 3] + "..."
         assert shorten(text, width) == expected, (text, width)
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "expected"),
+    [
+        ("a" * 9 + " ", 9, "a" * 9),  # one character over, a space: it fits
+        ("a" * 10, 9, "a" * 6 + "..."),
+        ("a" * 9 + " b", 9, "a" * 6 + "..."),
+        ("a" * 7 + " b", 9, "a" * 7 + " b"),  # exactly the width
+        ("a b\u00a0c", 9, "a b c"),  # a non-breaking space collapses too
+    ],
+)
+def test_shorten_at_the_edge_of_the_width(text, width, expected):
+    flat = " ".join(text.split())
+    assert expected == (flat if len(flat) <= width else flat[: width - 3] + "...")
+    assert shorten(text, width) == expected
