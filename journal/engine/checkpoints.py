@@ -268,11 +268,15 @@ async def read_checkpoint(
     version: int,
     provenance: Provenance | None = None,
     heads: dict[int, tuple[bytes, int]] | None = None,
+    *,
+    messages: bool = True,
 ) -> tuple[AgentState, codec.CheckpointBody]:
     """Read the checkpoint at ``version`` with its chunks: the state and the body.
 
     ``provenance`` learns where the messages read from log spans came from, and
-    ``heads`` what :func:`read_spans` tells of the records it read.
+    ``heads`` what :func:`read_spans` tells of the records it read. With
+    ``messages=False`` the chunks are neither read nor checked: the state's
+    context is left empty.
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
@@ -290,6 +294,9 @@ async def read_checkpoint(
             f"version {version}"
         )
     state = decode_state(body.state)
+    state.version = version
+    if not messages:
+        return state, body
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blob_buffers(blobs) if blobs else {}
     added = (
@@ -309,7 +316,6 @@ async def read_checkpoint(
             f"checkpoint holds {len(state.context)} messages, "
             f"expected {body.message_count}"
         )
-    state.version = version
     return state, body
 
 

@@ -477,12 +477,21 @@ class Journal:
         marker = await self._log(key).read_retention()
         return 1 if marker is None else marker.first_retained
 
-    async def load(self, key: ThreadKey, at_version: int | None = None) -> AgentState:
+    async def load(
+        self, key: ThreadKey, at_version: int | None = None, *, messages: bool = True
+    ) -> AgentState:
         """Rebuild the thread's state, at the head or as of ``at_version``.
 
         Reads the ``LAST_CHECKPOINT`` hint, the checkpoint, one listing after it and
         the tail records. A missing, stale, corrupt or foreign checkpoint is skipped
         with a warning (logged) and an earlier one or version 1 is used instead.
+
+        ``messages=False`` returns the state without its context (an empty
+        ``context``; everything else as a full load gives it): the checkpoint's
+        message chunks are then neither read nor checked, which on a long thread
+        is most of a load's work. For a look at runs, pending tool calls, tasks,
+        permissions or plan mode; a missing or damaged chunk goes unnoticed
+        (``verify`` reports it; a full load skips the checkpoint).
 
         Raises:
             ValueError: ``at_version`` is negative or beyond the head.
@@ -490,16 +499,16 @@ class Journal:
             UnknownEventError: The log holds a required event type this reader does
                 not know.
         """
-        loaded = await rebuild(self._log(key), at_version)
+        loaded = await rebuild(self._log(key), at_version, messages=messages)
         for warning in loaded.warnings:
             logger.warning("%s", warning)
         return loaded.state
 
     async def load_with_warnings(
-        self, key: ThreadKey, at_version: int | None = None
+        self, key: ThreadKey, at_version: int | None = None, *, messages: bool = True
     ) -> tuple[AgentState, list[str]]:
         """Like :meth:`load`, also returning the warnings (skipped checkpoints)."""
-        loaded = await rebuild(self._log(key), at_version)
+        loaded = await rebuild(self._log(key), at_version, messages=messages)
         return loaded.state, loaded.warnings
 
     async def records(

@@ -69,6 +69,7 @@ async def rebuild(
     *,
     window: bool = False,
     refs: LogRefs | None = None,
+    messages: bool = True,
 ) -> Loaded:
     """Rebuild the thread's state at the head, or as of ``at_version``.
 
@@ -77,7 +78,9 @@ async def rebuild(
     naming log spans) learns which record added each message of the state and the
     spans the checkpoint started from names; a checkpoint refused after its
     provenance was learned leaves harmless extra entries, since entries are matched
-    by message identity.
+    by message identity. ``messages=False`` leaves the context out: the
+    checkpoint's chunks are not read, and the state comes back with an empty
+    context (the tail's events are folded as usual, then it is emptied).
 
     Raises:
         ValueError: ``at_version`` is negative, beyond the head, or before what
@@ -133,7 +136,11 @@ async def rebuild(
             tried.add(version)
             try:
                 base = await read_checkpoint(
-                    log, version, refs.provenance if refs is not None else None, heads
+                    log,
+                    version,
+                    refs.provenance if refs is not None else None,
+                    heads,
+                    messages=messages,
                 )
             except ObjectNotFoundError:
                 warnings.append(
@@ -146,7 +153,7 @@ async def rebuild(
                 )
                 continue
         try:
-            return await _replay(
+            loaded = await _replay(
                 log,
                 projection,
                 base,
@@ -175,6 +182,10 @@ async def rebuild(
                 f"{moved.checkpoint}"
             )
             hint, candidates = await log.read_hint(), None
+        else:
+            if not messages:
+                loaded.state.context = []
+            return loaded
 
 
 async def _candidates_and_marker(

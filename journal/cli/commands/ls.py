@@ -23,14 +23,17 @@ __all__ = ["attention", "list_threads", "summarize_thread"]
 async def attention(journal: Journal, key: ThreadKey) -> list[str]:
     """What about ``key`` needs an operator, by a cheap check (not ``verify``).
 
-    Loads the state (newest checkpoint and tail) and reads the lease: a run
-    left unfinished with no live writer, tool calls whose outcome is unknown, a
-    damaged lease, a skipped checkpoint, or a record that fails to load.
+    Loads the state without its messages (newest checkpoint and tail) and reads
+    the lease: a run left unfinished with no live writer, tool calls whose
+    outcome is unknown, a damaged lease, a skipped checkpoint (its file missing,
+    damaged or not this log's), or a record that fails to load. A checkpoint's
+    message chunks are not read (on a long thread, most of a load's work):
+    ``verify`` checks them.
     """
     notes: list[str] = []
     try:
         lease = await read_lease_view(journal, key)
-        state, warnings = await journal.load_with_warnings(key)
+        state, warnings = await journal.load_with_warnings(key, messages=False)
     except JournalError as exc:
         return [f"damaged: {exc}"]
     live = lease is not None and lease.live
