@@ -34,9 +34,11 @@ from journal import (
     ToolCallCompleted,
     ToolCallRequested,
 )
+from journal.crypto import StaticKeys, generate_key
 from journal.engine.log import ThreadLog
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from journal import AgentState
@@ -92,19 +94,36 @@ async def _history(j: Journal, key: ThreadKey, rng: random.Random) -> None:
                 )
 
 
-@pytest.mark.parametrize("seed", range(6))
+def _opener(kind: str, tmp_path: Path) -> Callable[..., Journal]:
+    """Open the same journal again and again, as ``kind`` says."""
+    if kind == "memory":
+        url = f"memory://light-{uuid.uuid4().hex[:8]}"
+        return lambda **options: Journal.open(url, **options)
+    if kind == "encrypted":
+        keys = StaticKeys([generate_key()])
+        return lambda **options: Journal.open(tmp_path, encryption=keys, **options)
+    if kind == "zstd":
+        return lambda **options: Journal.open(tmp_path, compression="zstd", **options)
+    return lambda **options: Journal.open(tmp_path, **options)
+
+
+@pytest.mark.parametrize(
+    ("kind", "seed"),
+    [("local", seed) for seed in range(6)]
+    + [("memory", 6), ("encrypted", 7), ("zstd", 8)],
+)
 async def test_all_but_the_context_is_what_a_full_load_gives(
-    tmp_path: Path, seed: int
+    tmp_path: Path, kind: str, seed: int
 ) -> None:
     rng = random.Random(seed)  # noqa: S311 (test data)
     key = ThreadKey("light", f"s-{uuid.uuid4().hex[:8]}")
-    writer = Journal.open(
-        tmp_path,
+    open_journal = _opener(kind, tmp_path)
+    writer = open_journal(
         checkpoint_every=rng.choice([3, 10, 25]),
         log_spans=rng.choice(["never", "dense", "always"]),
     )
     await _history(writer, key, rng)
-    reader = Journal.open(tmp_path)
+    reader = open_journal()
     head = await reader.head(key)
     assert await ThreadLog(reader.store, key).checkpoint_versions()
     for version in sorted({head, *rng.sample(range(1, head + 1), 8)}):
