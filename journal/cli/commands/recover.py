@@ -47,7 +47,8 @@ async def recover_thread(
     head = await existing_head(journal, key, options.root)
     lease = await read_lease_view(journal, key)
     records = [r async for r in journal.records(key, 1, head + 1)]
-    state = await journal.load(key, at_version=head)
+    # Only the open run is read: the messages need not be loaded.
+    state = await journal.load(key, at_version=head, messages=False)
     fence = 0
     epoch = lease.epoch if lease is not None else 0
     interrupted: list[str] = []
