@@ -66,21 +66,20 @@ def shorten(text: str, width: int = DETAIL_WIDTH) -> str:
     """Collapse whitespace and cut ``text`` to ``width`` characters."""
     # Most text is printable with single spaces between words (the only
     # whitespace str.isprintable allows is the space): it collapses to itself,
-    # bar a trailing space, so its first width + 2 characters decide the result.
-    # A state's table shortens each of its messages, tens of thousands of them.
+    # bar a trailing space, so its first width + 2 characters decide the result
+    # (cut, they are still longer than width). A state's table shortens each of
+    # its messages, tens of thousands of them.
     first = text[: width + 2]
     if width >= 3 and first.isprintable() and "  " not in first and first[:1] != " ":
-        if len(first) > width + 1:  # longer than width once collapsed
-            return first[: width - 3] + "..."
-        flat = first.removesuffix(" ")  # the whole text
-        return flat if len(flat) <= width else flat[: width - 3] + "..."
-    # Collapsing a prefix gives a prefix of the collapsed whole (bar its last,
-    # perhaps cut, word): when that is already too long, the rest of a long
-    # message need not be split at all.
-    head = " ".join(text[: 4 * width].split())
-    if width >= 3 and len(head) > width:
-        return head[: width - 3] + "..."
-    flat = head if len(text) <= 4 * width else " ".join(text.split())
+        flat = first.removesuffix(" ")
+    else:
+        # Collapsing a prefix gives a prefix of the collapsed whole (bar its
+        # last, perhaps cut, word): when that is already too long, the rest of
+        # a long message need not be split at all.
+        head = " ".join(text[: 4 * width].split())
+        if width >= 3 and len(head) > width:
+            return head[: width - 3] + "..."
+        flat = head if len(text) <= 4 * width else " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
