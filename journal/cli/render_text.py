@@ -116,11 +116,7 @@ def needs_rich(blocks: Sequence[Block]) -> bool:
     for block in blocks:
         if isinstance(block, Grid):
             cells += block.headers
-            cells += [
-                c.plain if isinstance(c, Styled) else c
-                for row in block.rows
-                for c in row
-            ]
+            cells += [_plain(c) for row in block.rows for c in row]
         else:
             lines.append(_plain(block))
     # One scan of the joined text: a long thread's state has tens of thousands
@@ -159,7 +155,7 @@ def _grid_lines(grid: Grid) -> list[str]:
     The caller strips each line's trailing spaces, which is all that padding
     the last column would add.
     """
-    rows = [[c.plain if isinstance(c, Styled) else c for c in row] for row in grid.rows]
+    rows = [[_plain(c) for c in row] for row in grid.rows]
     if grid.show_header:
         rows.insert(0, list(grid.headers))
     if not rows:
