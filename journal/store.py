@@ -212,9 +212,11 @@ class ObjectStore(abc.ABC):
         """:meth:`replace`, not necessarily durable when it returns.
 
         For an object whose older value is as good after a power cut (a lease
-        renewed by its own holder). Readers see the new value at once; a power cut
-        may bring back the old one or leave the object unreadable. The default is
-        :meth:`replace`.
+        renewed by its own holder). Readers see the new value once it returns; one
+        that reads while it runs may find a mix of the old and new bytes (the local
+        store overwrites an object of the same size in place), and a power cut may
+        bring back the old one or leave the object unreadable. Readers of such an
+        object check it and read again. The default is :meth:`replace`.
         """
         return await self.replace(key, data, if_match=if_match)
 

@@ -136,8 +136,9 @@ def read_whole(path: str) -> bytes:
             return fh.read()
     fd = os.open(path, os.O_RDONLY)
     try:
-        # Plain files are replaced whole, never grown in place: the size of the
-        # inode opened is the size of its content.
+        # Plain files are replaced whole, or overwritten in place at their own
+        # size, never grown in place: the size of the inode opened is the size
+        # of its content.
         return pread(fd, os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)

@@ -50,6 +50,7 @@ __all__ = [
     "encode_lease",
     "inspect_lease",
     "lease_checksum",
+    "lease_size",
     "read_lease",
     "untrusted_expiry",
     "write_lease",
@@ -164,8 +165,14 @@ def lease_checksum(record: LeaseRecord) -> str:
 
 
 def encode_lease(record: LeaseRecord) -> bytes:
-    """The ``LEASE`` bytes of ``record``, with its ttl and checksum."""
-    return msgspec.json.encode(
+    """The ``LEASE`` bytes of ``record``, with its ttl and checksum.
+
+    Padded with spaces after the JSON object to a size that depends on the holder
+    alone (:func:`lease_size`), so that a holder's renewals, idle marks and release
+    rewrite ``LEASE`` at its own size: the local store then overwrites it in place
+    (see :meth:`stores.local.LocalStore.replace_unsynced`).
+    """
+    data = msgspec.json.encode(
         _LeaseObject(
             record.holder,
             record.epoch,
@@ -175,6 +182,31 @@ def encode_lease(record: LeaseRecord) -> bytes:
             record.idle,
             lease_checksum(record),
         )
+    )
+    size = lease_size(record.holder)
+    return data + b" " * (size - len(data)) if len(data) < size else data
+
+
+_LEASE_FRAME = len(
+    msgspec.json.encode(_LeaseObject("", 0, 0.0, 0.0, 0.0, idle=True, sha256="0" * 64))
+) - (len(b'""') + len(b"0") + 3 * len(b"0.0"))
+"""The bytes of an encoded lease besides its holder and its numbers (idle set)."""
+_LONGEST_INT = len(str(_MAX_EPOCH))
+_LONGEST_FLOAT = 24  # e.g. -1.2345678901234567e-308, msgspec's longest float
+
+
+def lease_size(holder: str) -> int:
+    """The size every lease of ``holder`` is padded to (see :func:`encode_lease`).
+
+    The longest such a lease can encode to: its holder, an epoch up to
+    :data:`_MAX_EPOCH`, three floats of any value and the idle flag set. An epoch
+    beyond that (which no acquisition reaches) only makes that lease longer.
+    """
+    return (
+        _LEASE_FRAME
+        + len(msgspec.json.encode(holder))
+        + _LONGEST_INT
+        + 3 * _LONGEST_FLOAT
     )
 
 
@@ -241,6 +273,17 @@ async def inspect_lease(store: ObjectStore, key: str) -> LeaseRead:
     except ObjectNotFoundError:
         return LeaseRead(None, "")
     record, damage, checked = decode_lease(data)
+    if damage is not None:
+        # A holder overwrites its own lease in place (the local store), and a read
+        # that races the write can copy it half old, half new. A second read finds
+        # the write finished; one that finds the same bytes again is real damage.
+        try:
+            again, etag_again = await store.read(key)
+        except ObjectNotFoundError:
+            return LeaseRead(None, "")
+        if again != data:
+            etag = etag_again
+            record, damage, checked = decode_lease(again)
     return LeaseRead(record, etag, damage, checked)
 
 

@@ -130,6 +130,14 @@ def _install_fault_points() -> None:
         if _armed and _point == "record-mid-write" and bytes(data[:4]) == b"AJF1":
             real_pwrite(fd, bytes(data[: torn_cut(data, offset)]), offset)
             _pause()
+        # A renewal overwrites LEASE in place, in one call: a kill lands before
+        # it or after it (a process cannot be stopped inside a small write).
+        if (
+            _armed
+            and _point == "lease-before-overwrite"
+            and os.readlink(f"/proc/self/fd/{fd}").endswith("/LEASE")
+        ):
+            _pause()
         return real_pwrite(fd, data, offset)
 
     def fdatasync(fd):
@@ -165,8 +173,6 @@ def _install_fault_points() -> None:
             and _point == "hint-before-rename"
             and target.endswith("/LAST_CHECKPOINT")
         ):
-            _pause()
-        if _armed and _point == "lease-before-rename" and target.endswith("/LEASE"):
             _pause()
         real_rename(src, dst, *args, **kwargs)
 
