@@ -129,7 +129,15 @@ def _compare_and_overwrite(
         PreconditionFailedError: The file's etag is not ``if_match``.
         FileNotFoundError: There is no file.
     """
-    fd = os.open(path, os.O_RDWR if in_place else os.O_RDONLY)
+    fd = -1
+    if in_place:
+        # A file this process may not write (copied in read-only) can still be
+        # compared, and replaced by a rename (which needs only the directory).
+        with contextlib.suppress(PermissionError):
+            fd = os.open(path, os.O_RDWR)
+        in_place = fd >= 0
+    if fd < 0:
+        fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         current = os.pread(fd, size, 0)

@@ -254,3 +254,33 @@ async def test_a_lease_damaged_for_good_is_still_reported() -> None:
     assert found.record is not None
     assert found.record.holder == ""
     assert store.reads == 2
+
+
+async def test_a_lease_file_that_cannot_be_written_is_still_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LEASE this process may not write (copied in read-only) is compared, then
+    replaced by a rename, which needs only the directory."""
+    store = LocalStore(tmp_path)
+    etag = await store.create("t/LEASE", b"lease one")
+    path = tmp_path / "t" / "LEASE"
+    real_open = os.open
+    refused: list[str] = []
+
+    def open_(file: str, flags: int, *args: object, **kwargs: object) -> int:
+        # The tests run as root, whom file modes do not stop: refuse as they would.
+        if os.fspath(file) == os.fspath(path) and flags & os.O_RDWR:
+            refused.append(file)
+            raise PermissionError(13, "Permission denied", file)
+        return real_open(file, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", open_)
+    held = _Held(path)
+    new_etag = await store.replace_unsynced("t/LEASE", b"lease two", if_match=etag)
+    assert refused
+    assert await store.read("t/LEASE") == (b"lease two", new_etag)
+    assert not held.still_there()  # replaced by a new file
+    held.close()
+    with pytest.raises(PreconditionFailedError):
+        await store.replace_unsynced("t/LEASE", b"lease 333", if_match=etag)
+    await store.aclose()
