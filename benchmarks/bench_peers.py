@@ -8,7 +8,8 @@ Systems (``--only`` takes these keys, or a prefix such as ``lg`` or ``adk``)::
 
     aj-fsync aj-nofsync aj-memory              agent-journal, local disk / memory://
     aj-zstd aj-blobs aj-agent                  (compression=zstd; log_spans="never";
-                                               Agent.call writes)
+    aj-agent-hold                              Agent.call writes; the same with
+                                               hold_lease=, no LEASE writes per call)
     lg-memory lg-sqlite lg-sqlite-normal       LangGraph InMemorySaver / SqliteSaver
     lg-postgres                                (default, and synchronous=NORMAL) /
                                                PostgresSaver
@@ -93,6 +94,7 @@ SYSTEMS: dict[str, tuple[str, str, dict[str, Any], str | None]] = {
     ),
     "aj-memory": ("journal_peer", "JournalPeer", {}, "memory"),
     "aj-agent": ("agent_peer", "AgentPeer", {}, "root"),
+    "aj-agent-hold": ("agent_peer", "AgentPeer", {"hold_lease": 30.0}, "root"),
     "lg-memory": ("langgraph_peer", "LangGraphPeer", {"kind": "memory"}, None),
     "lg-sqlite": ("langgraph_peer", "LangGraphPeer", {"kind": "sqlite"}, "path"),
     "lg-sqlite-normal": (
@@ -1457,8 +1459,11 @@ def render(res: Results) -> str:
         "(`ctx.tasks.write_todos`, `ctx.update_state` for plan mode and the "
         "summary). The time is the runtime's own overhead plus its records "
         "(run start, message and write-ahead tool call, tool completion, answer "
-        "and run end: four or five fsynced appends). Its background checkpoints "
-        "are not waited for (the runtime keeps its writer to itself).",
+        "and run end: four or five fsynced appends) and two `LEASE` writes, which "
+        "mark the kept lease busy, then idle (overwritten in place, unsynced). "
+        "`aj-agent-hold`: the same with `hold_lease=30`, the lease busy between "
+        "calls and no `LEASE` write. Its background checkpoints are not waited "
+        "for (the runtime keeps its writer to itself).",
         "- LangGraph: one `put` of the checkpoint a MessagesState graph writes at "
         'the end of an `invoke(..., durability="exit")`: the whole message list and '
         "the side-state channels as channel values, the bumped channel versions as "

@@ -89,13 +89,21 @@ class AgentPeer(Adapter):
     system = "agent-journal"
     module = "journal_peer"  # its child_load reads the same thread
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hold_lease: float = 0.0) -> None:
+        held = f", hold_lease={hold_lease:g}" if hold_lease else ""
         super().__init__(
-            "Agent.call (runtime), local disk, fsync=True",
+            f"Agent.call (runtime){held}, local disk, fsync=True",
             "fsync=True (default): every record the runtime writes in a call is "
-            "fdatasync-ed before the call goes on (four or five records per turn)",
+            "fdatasync-ed before the call goes on (four or five records per turn)"
+            + (
+                "; the kept lease stays busy between calls: no LEASE write per call"
+                if hold_lease
+                else "; the kept lease is marked busy, then idle: two LEASE writes "
+                "per call"
+            ),
         )
         self.root = root
+        self.hold_lease = hold_lease
 
     async def open(self) -> None:
         self.journal = Journal.open(self.root)
@@ -106,6 +114,7 @@ class AgentPeer(Adapter):
             self.model,
             tools=[search_tool(self.model)],
             journal=self.journal,
+            hold_lease=self.hold_lease,
         )
         self.ctx = RuntimeContext(user_id=USER, session_id=SESSION)
 
