@@ -268,7 +268,7 @@ async def test_a_lease_file_that_cannot_be_written_is_still_replaced(
     refused: list[str] = []
 
     def open_(file: str, flags: int, *args: object, **kwargs: object) -> int:
-        # The tests run as root, whom file modes do not stop: refuse as they would.
+        # Root ignores file modes (the tests may run as root): refuse as they would.
         if os.fspath(file) == os.fspath(path) and flags & os.O_RDWR:
             refused.append(file)
             raise PermissionError(13, "Permission denied", file)
