@@ -1005,12 +1005,14 @@ def extra_losses(res: Results) -> list[str]:
                 )
     conc = res.extra.get("concurrency")
     if conc:
+        from _peers.concurrency import FLOOR as conc_floor
+
         for level, cells in conc["table"].items():
             ours = cells.get("aj-fsync")
             if ours is None:
                 continue
             for key, cell in cells.items():
-                if key == "aj-fsync":
+                if key in ("aj-fsync", conc_floor):
                     continue
                 name = conc["names"][key]
                 if cell["turns_s"] > ours["turns_s"]:
@@ -1177,7 +1179,10 @@ def render_extra(res: Results) -> list[str]:
             "OpenAI's SQLiteSession runs each `add_items` in `asyncio.to_thread` "
             "under one lock per database file, shared by the sessions on that file "
             "(so its writes go one at a time); eventsourcing's `save` is "
-            "synchronous and blocks the loop for each commit.",
+            "synchronous and blocks the loop for each commit. The floor row is no "
+            "system: S threads, each writing a turn's bytes to its own file and "
+            "`fdatasync`-ing it, what the disk allows; x against it shows how much "
+            "of that a system's own work leaves.",
             "",
         ]
         head, rule = "| system |", "| --- |"

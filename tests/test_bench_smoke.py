@@ -119,6 +119,9 @@ async def test_small_list_and_concurrency_sections(
     assert small["list"]["aj-fsync"]["count"] == 3
     conc = await bench_peers.run_concurrency(plan, tmp_path)
     assert conc["table"][2]["aj-fsync"]["turns"] == 4
+    floor = conc["table"][2]["fsync-floor"]
+    assert floor["turns"] == 4
+    assert floor["p99"] >= floor["p50"] > 0
     results = bench_peers.Results(
         rows={},
         plan=plan,
@@ -137,6 +140,11 @@ async def test_small_list_and_concurrency_sections(
     assert "## Many small threads: 3 threads of 100 turns" in text
     assert "## Listing 3 threads" in text
     assert "## Sessions writing at once" in text
+    assert "| floor: pwrite + fdatasync per turn" in text
+    # The floor is no system: never a loss, even when it is faster.
+    floor["turns_s"] = 1e9
+    floor["p50"] = floor["p99"] = 1e-9
+    assert not any("floor" in loss for loss in bench_peers.extra_losses(results))
 
 
 async def test_bench_agent_rows(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,11 +20,17 @@ How each system keeps the event loop free:
   SQLite itself allows one writer).
 - eventsourcing: ``Application.save`` is synchronous: it runs on the loop and
   blocks it for the whole commit, fsync included, so the tasks take turns.
+
+Beside them, a floor that is no system (:func:`run_floor`): S plain threads each
+writing a turn's bytes to their own file and syncing it, no event loop, what the
+disk allows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -135,8 +141,67 @@ async def run_es(
         app.close()
 
 
+async def run_floor(
+    directory: Path, sessions: int, turns: int, tag: str
+) -> dict[str, Any]:
+    """No system: what the disk allows, to hold the others against.
+
+    S threads, each with its own file (preallocated with zeros and synced, as a
+    record segment's reserve is), each ``pwrite`` a turn's bytes (its events in
+    msgpack, about a record's size) after the last and ``fdatasync``: the work
+    no durable system can skip, with none of a system's own. The system calls let
+    go of the interpreter, so the threads' syncs overlap as far as the disk lets
+    them.
+    """
+    import msgspec
+
+    from _peers.journal_peer import events
+
+    made(directory)
+    payloads = [msgspec.msgpack.encode(events(make_turn(t))) for t in range(turns)]
+    size = sum(len(p) for p in payloads)
+    latencies: list[float] = []
+
+    def session(s: int, start: threading.Barrier) -> None:
+        path = directory / f"{tag}-{s}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, bytes(size), 0)
+            os.fsync(fd)
+            start.wait()
+            offset = 0
+            for data in payloads:
+                t0 = time.perf_counter()
+                os.pwrite(fd, data, offset)
+                os.fdatasync(fd)
+                latencies.append(time.perf_counter() - t0)
+                offset += len(data)
+        finally:
+            os.close(fd)
+
+    def run_all() -> float:
+        start = threading.Barrier(sessions + 1)
+        threads = [
+            threading.Thread(target=session, args=(s, start)) for s in range(sessions)
+        ]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for thread in threads:
+            thread.join()
+        return time.perf_counter() - t0
+
+    wall = await asyncio.to_thread(run_all)
+    return {"wall_s": wall, "latencies": latencies, "turns": len(latencies)}
+
+
+FLOOR = "fsync-floor"
+"""The key of :func:`run_floor`'s row: not a system, never counted as a loss."""
+
 SYSTEMS: dict[str, tuple[str, Any]] = {
     "aj-fsync": ("agent-journal: local disk, fsync=True", run_aj),
     "openai-sqlite": ("OpenAI Agents SDK: SQLiteSession (one file)", run_openai),
     "es-sqlite": ("eventsourcing: SQLite (one file)", run_es),
+    FLOOR: ("floor: pwrite + fdatasync per turn, a file and thread each", run_floor),
 }
