@@ -164,10 +164,18 @@ async def run_floor(
 
     def session(s: int, start: threading.Barrier) -> None:
         path = directory / f"{tag}-{s}"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, bytes(size), 0)
-            os.fsync(fd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except BaseException:
+            start.abort()  # the others (and the timer) must not wait for this one
+            raise
+        try:
+            try:
+                os.pwrite(fd, bytes(size), 0)
+                os.fsync(fd)
+            except BaseException:
+                start.abort()
+                raise
             start.wait()
             offset = 0
             for data in payloads:
