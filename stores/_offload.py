@@ -8,7 +8,9 @@ asyncio one. A durable commit is one such hop around ~100-200 µs of ``pwrite`` 
 ``queue.SimpleQueue`` that worker threads block on, and the worker hands the result
 back with ``call_soon_threadsafe``: 30-80 µs for the same no-op (the thread wake-ups
 dominate, and vary with where the scheduler runs the threads), and a durable commit
-about 5-8% faster (``benchmarks/bench_commit.py`` compares the two).
+about 5-8% faster (``benchmarks/bench_commit.py`` compares the two). Results that
+finish while the loop has not yet woken for an earlier one join it: one wake-up
+settles them all (see :class:`_Results`).
 
 Semantics match ``asyncio.to_thread`` where the stores rely on them: calls run
 concurrently, up to ``min(32, cpu_count + 4)`` threads (asyncio's default executor
@@ -29,11 +31,11 @@ would never run.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import queue
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from journal.loopless import loop_running
@@ -47,8 +49,6 @@ __all__ = ["in_flight", "run_blocking", "run_io_only"]
 _T = TypeVar("_T")
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
-_Call = tuple["asyncio.Future[Any]", "Callable[..., Any]", tuple[Any, ...]]
-
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
     if future.done():  # the awaiting task was cancelled meanwhile
@@ -57,6 +57,68 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+class _Results:
+    """The results the workers hand back to one event loop, settled in batches.
+
+    A worker adds its result and wakes the loop (``call_soon_threadsafe``: a write
+    to the loop's self-pipe) only when no earlier result is waiting: that one's
+    wake-up takes this one too. When many calls finish at once (64 sessions each
+    syncing an append), the loop then wakes once for all of them, and fewer
+    workers take the interpreter lock a second time just to write to the pipe:
+    each such take is one more the loop waits for around its own system calls.
+
+    The loop is held weakly: a worker holds this object only while it hands a
+    result over, and the registry (:func:`_results_of`) must not keep a loop alive.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)
+        self._lock = threading.Lock()
+        self._ready: list[tuple[asyncio.Future[Any], bool, Any]] = []
+
+    def put(self, future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        """Hand ``future`` its outcome, from a worker thread."""
+        with self._lock:
+            self._ready.append((future, ok, value))
+            if len(self._ready) > 1:
+                return  # the loop is being woken already and will take this too
+        try:
+            # The future holds its loop, so the loop is alive here.
+            future.get_loop().call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: nobody waits for these
+            with self._lock:
+                self._ready.clear()
+
+    def _drain(self) -> None:
+        with self._lock:
+            ready, self._ready = self._ready, []
+        for future, ok, value in ready:
+            _settle(future, ok, value)
+
+
+_registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Results] = (
+    weakref.WeakKeyDictionary()
+)
+_registry_lock = threading.Lock()  # loops may run in several threads at once
+_last: _Results | None = None  # the last loop's: most processes run one loop
+
+
+def _results_of(loop: asyncio.AbstractEventLoop) -> _Results:
+    global _last
+    results = _last
+    if results is not None and results.loop() is loop:
+        return results
+    with _registry_lock:
+        results = _registry.get(loop)
+        if results is None:
+            results = _registry[loop] = _Results(loop)
+    _last = results
+    return results
+
+
+_Call = tuple["asyncio.Future[Any]", _Results, "Callable[..., Any]", tuple[Any, ...]]
 
 
 class _Workers:
@@ -87,7 +149,7 @@ class _Workers:
             call = get()
             if call is None:
                 return
-            future, fn, args = call
+            future, results, fn, args = call
             try:
                 result: tuple[bool, Any] = (True, fn(*args))
             except BaseException as exc:  # handed to the awaiting task
@@ -99,10 +161,8 @@ class _Workers:
             # Handing the result over is the last thing before blocking on the queue
             # (which releases the GIL): the woken loop then finds the GIL free
             # instead of waiting for this thread to let go of it.
-            # A closed loop raises RuntimeError: nobody is waiting for the result.
-            with contextlib.suppress(RuntimeError):
-                future.get_loop().call_soon_threadsafe(_settle, future, *result)
-            del future, result
+            results.put(future, *result)
+            del future, result, results
 
     def stop(self, timeout: float = 5.0) -> None:
         """Let every worker finish its current call, then end it.
@@ -129,7 +189,15 @@ _syncers = _Workers("agent-journal-sync")
 
 def _after_fork() -> None:
     global _workers, _syncers  # the parent's threads do not exist in the child
+    global _registry, _registry_lock, _last
     _workers, _syncers = _Workers("agent-journal-io"), _Workers("agent-journal-sync")
+    # A parent thread may have held the lock at the fork; the parent's loops are
+    # not the child's to run.
+    _registry, _registry_lock, _last = (
+        weakref.WeakKeyDictionary(),
+        threading.Lock(),
+        None,
+    )
 
 
 def _stop_all() -> None:
@@ -182,6 +250,7 @@ def _submitted(
 ) -> asyncio.Future[_T]:
     import asyncio  # loaded already: a loop is running
 
-    future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-    workers.submit((future, fn, args))
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+    workers.submit((future, _results_of(loop), fn, args))
     return future

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
+import weakref
+from typing import Any
 
 import pytest
 
@@ -135,3 +138,81 @@ def test_a_forked_child_starts_its_own_workers() -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_results_that_finish_together_wake_the_loop_once() -> None:
+    """Calls finishing while the loop is busy are settled by one wake-up, each with
+    its own outcome (results and exceptions alike)."""
+    calls = _offload._MAX_WORKERS  # each waits in a worker of its own
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    wakeups: list[object] = []
+
+    def work(i: int) -> int:
+        started.release()
+        release.wait(10)
+        if i % 3 == 0:
+            raise ValueError(f"call {i} failed")
+        return i * 10
+
+    async def scenario() -> list[object]:
+        loop = asyncio.get_running_loop()
+        real = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            wakeups.append(callback)
+            return real(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign,assignment]
+        tasks = [asyncio.ensure_future(run_blocking(work, i)) for i in range(calls)]
+        await asyncio.sleep(0)  # the calls are submitted
+        for _ in range(calls):  # blocking the loop: the workers do not need it
+            assert started.acquire(timeout=10)
+        release.set()
+        # The loop is blocked here while every call finishes and hands its
+        # outcome over.
+        handed = _offload._results_of(loop)._ready
+        deadline = time.monotonic() + 10
+        while len(handed) < calls and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    got = asyncio.run(scenario())
+    for i, outcome in enumerate(got):
+        if i % 3 == 0:
+            assert isinstance(outcome, ValueError)
+            assert str(outcome) == f"call {i} failed"
+        else:
+            assert outcome == i * 10
+    assert len(wakeups) == 1
+
+
+def test_loops_in_several_threads_each_get_their_own_results() -> None:
+    def run_loop(tag: int, out: dict[int, list[tuple[int, int]]]) -> None:
+        async def many() -> list[tuple[int, int]]:
+            return await asyncio.gather(
+                *(run_blocking(lambda i=i: (tag, i)) for i in range(200))
+            )
+
+        out[tag] = asyncio.run(many())
+
+    out: dict[int, list[tuple[int, int]]] = {}
+    threads = [threading.Thread(target=run_loop, args=(t, out)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(out) == [0, 1, 2, 3]
+    for tag, results in out.items():
+        assert results == [(tag, i) for i in range(200)]
+
+
+def test_a_finished_loop_is_not_kept_alive() -> None:
+    loop = asyncio.new_event_loop()
+    assert loop.run_until_complete(run_blocking(lambda: 3)) == 3
+    loop.close()
+    ref = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert ref() is None
+    assert asyncio.run(run_blocking(lambda: 4)) == 4
