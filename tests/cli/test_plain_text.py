@@ -96,11 +96,17 @@ def test_plain_layout_is_what_rich_prints(blocks):
         ["bell \x07 and carriage \r return"],
         [Grid(("A",), [["escape \x1b[31m"]])],
         [Grid(("A",), [["line\u2028separator"]])],
+        [Grid(("A", "B"), [["plain", Styled.of("styled\ttab", "red")]])],
     ],
 )
 def test_text_rich_treats_specially_goes_to_rich(blocks):
     assert needs_rich(blocks)
     assert emit(blocks) == emit_rich(blocks, None, False)
+
+
+def test_a_grid_row_with_a_cell_missing_is_refused():
+    with pytest.raises(ValueError, match="does not have 2 cells"):
+        emit_plain([Grid(("A", "B"), [["1", "2"], ["3"]])])
 
 
 def test_an_indented_table_at_the_natural_width_is_not_padded_out():
