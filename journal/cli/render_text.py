@@ -113,9 +113,9 @@ def _plain_rows(rows: list[list[Cell]]) -> list[list[str]]:
     each in Python whether it is styled took about a third of laying it out.
     Their types are collected in C instead.
     """
-    if Styled in set(map(type, chain.from_iterable(rows))):
-        return [[_plain(c) for c in row] for row in rows]
-    return cast("list[list[str]]", rows)
+    if set(map(type, chain.from_iterable(rows))) <= {str}:
+        return cast("list[list[str]]", rows)
+    return [[_plain(c) for c in row] for row in rows]
 
 
 def needs_rich(blocks: Sequence[Block]) -> bool:

@@ -104,6 +104,16 @@ def test_text_rich_treats_specially_goes_to_rich(blocks):
     assert emit(blocks) == emit_rich(blocks, None, False)
 
 
+class _Marked(Styled, frozen=True):
+    """A subclass of Styled: still styled text, not a plain string."""
+
+
+def test_a_styled_subclass_in_a_cell_is_laid_out_as_its_text():
+    blocks = [Grid(("A", "B"), [["x", _Marked.of("ok", "green")], ["yy", "z"]])]
+    assert emit_plain(blocks) == "A   B\nx   ok\nyy  z\n"
+    assert emit_plain(blocks) == emit_rich(blocks, None, False)
+
+
 def test_a_grid_row_with_a_cell_missing_is_refused():
     with pytest.raises(ValueError, match="does not have 2 cells"):
         emit_plain([Grid(("A", "B"), [["1", "2"], ["3"]])])
