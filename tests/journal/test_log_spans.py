@@ -29,6 +29,7 @@ from journal import (
     ThreadKey,
     ToolCallCompleted,
     ToolCallRequested,
+    ToolResultBlock,
     codec,
 )
 from journal.checkpoint import SPAN_MAX_RECORDS, SPAN_REWRITES, LogSpan, pack_chunk
@@ -553,3 +554,55 @@ async def test_records_the_quick_read_passes_on_load_as_replayed(tmp_path: Path)
         await assert_right(j, key, tmp_path)
     finally:
         codec.unregister_event("test.Noted")
+
+
+def _span_raws(count: int) -> tuple[list[bytes], list[codec.EncodedRecord]]:
+    prev, raws, encoded = codec.GENESIS_HASH, [], []
+    for v in range(1, count + 1):
+        record = codec.encode_record(
+            version=v,
+            epoch=3,
+            writer="w",
+            batch_id=f"b{v}",
+            run_id=None,
+            committed_at=float(v),
+            prev_hash=prev,
+            events=[
+                MessageAppended(Msg("user", f"q{v}")),
+                SummarySet(f"s{v}"),
+                ToolCallCompleted(f"c{v}", f"o{v}", message_id=f"t{v}", name="n"),
+            ],
+        )
+        raws.append(record.data)
+        encoded.append(record)
+        prev = record.hash
+    return raws, encoded
+
+
+@pytest.mark.parametrize("as_views", [False, True], ids=["bytes", "views"])
+def test_parse_messages_reads_each_records_chain_fields_and_messages(as_views):
+    raws, encoded = _span_raws(4)
+    if as_views:
+        whole = memoryview(b"".join(raws))
+        starts = [sum(map(len, raws[:i])) for i in range(len(raws))]
+        given: list[bytes | memoryview] = [
+            whole[s : s + len(r)] for s, r in zip(starts, raws, strict=True)
+        ]
+    else:
+        given = list(raws)
+    found = codec.parse_messages(given, 1, label="t")
+    for v, (span, record) in enumerate(zip(found, encoded, strict=True), 1):
+        assert isinstance(span, codec.SpanRecord)
+        assert bytes(span.prev_hash) == record.prev_hash
+        assert bytes(span.hash) == record.hash
+        assert span.epoch == 3
+        assert [m.content for m in span.messages] == [
+            f"q{v}",
+            [ToolResultBlock(f"c{v}", f"o{v}")],
+        ]
+    # A flipped byte in the third record's body is named by its version.
+    damaged = bytearray(raws[2])
+    damaged[len(damaged) // 2] ^= 1
+    with pytest.raises(codec.CorruptRecordError) as caught:
+        codec.parse_messages([raws[0], raws[1], bytes(damaged)], 1, label="t")
+    assert caught.value.version == 3
