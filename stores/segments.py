@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
 __all__ = [
+    "CACHED_MAX",
     "QUARANTINE_PREFIX",
     "RECORDS_PER_SEGMENT",
     "SEGMENT_PREFIX",
@@ -148,6 +149,17 @@ _SEGMENT = re.compile(rf"^\.seg-(\d{{{layout.VERSION_WIDTH}}}|other|blobs)$")
 _NUMBERED = re.compile(rf"^\.seg-\d{{{layout.VERSION_WIDTH}}}$")
 MAX_OPEN = 64
 """Segments of one store whose writers' descriptor stays open between writes."""
+CACHED_MAX = 256
+"""Segments of one store kept indexed when idle (the least recently used go first).
+
+An index holds every live name of its file (about 25 KB for a segment of 100
+records, ten times that full), so a process reading many threads once, a server
+or a tool walking a store, kept one for every segment it ever read. A segment is
+idle when its writers' descriptor is closed and no thread holds its lock; the ones
+whose descriptor is open (:data:`MAX_OPEN`) or whose reserve is still to be cut
+are kept besides. A dropped index is rebuilt from the file when the segment is
+used again, as a new process would rebuild it.
+"""
 UNTRIMMED_MAX = 4096
 """Record segments closed to keep :data:`MAX_OPEN` whose reserves closing the store
 still cuts (the most recent; each cut opens the file again, about 0.1 ms)."""
@@ -1122,19 +1134,55 @@ class SegmentSet:
         _ALL_SETS.add(self)
 
     def segment(self, path: str) -> _Segment:
-        """The segment object for a segment file path."""
+        """The segment object for a segment file path.
+
+        Idle segments beyond :data:`CACHED_MAX` are dropped, the least recently
+        used first. A thread may still hold one dropped here while another gets a
+        new object for the same file: they are then what two processes' objects
+        are, each with its own descriptor, and the file's ``flock`` orders them.
+        """
         with self._lock:
-            found = self._segments.get(path)
+            segments = self._segments
+            # Taken out and put back: the dict's order is the order of last use.
+            found = segments.pop(path, None)
             if found is None:
                 numbered = _NUMBERED.match(os.path.basename(path)) is not None
-                found = self._segments[path] = _Segment(
+                found = _Segment(
                     path,
                     self.fsync,
                     reserve=RESERVE if numbered else 0,
                     on_open=_weak(self._opened),
                     lock_timeout=self.lock_timeout,
                 )
+            segments[path] = found
+            # Those open or with a reserve to cut are held by the set anyway.
+            excess = len(segments) - len(self._open) - len(self._untrimmed)
+            if excess > CACHED_MAX:
+                self._drop_idle(excess - CACHED_MAX)
             return found
+
+    def _drop_idle(self, excess: int) -> None:
+        # Called with ``self._lock`` held. A segment in use stays (dropping it
+        # would only cost its index being built twice), moved behind the others
+        # so that the next search does not pass it again.
+        segments = self._segments
+        idle, busy = [], []
+        for path, segment in segments.items():
+            if (
+                segment.fd is None
+                and not segment.lock.locked()
+                and segment not in self._open
+                and segment not in self._untrimmed
+            ):
+                idle.append(path)
+                if len(idle) == excess:
+                    break
+            else:
+                busy.append(path)
+        for path in idle:
+            del segments[path]
+        for path in busy:
+            segments[path] = segments.pop(path)
 
     def _opened(self, segment: _Segment) -> None:
         # Called with ``segment.lock`` held; others' locks are only tried, so two
@@ -1178,7 +1226,8 @@ class SegmentSet:
     def _forget_fds(self) -> None:
         # In a forked child: the descriptors are the parent's open files, whose
         # flock the child would share instead of being excluded by it.
-        for segment in self._segments.values():
+        # The open ones too: one dropped from the cache may still have a descriptor.
+        for segment in {*self._segments.values(), *self._open}:
             fd, segment.fd = segment.fd, None
             if fd is not None:
                 with contextlib.suppress(OSError):

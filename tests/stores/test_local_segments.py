@@ -32,8 +32,9 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from journal.store import ObjectStore
+from stores import segments as segments_module
 from stores.local import LocalStore
-from stores.segments import MAX_OPEN, is_segment
+from stores.segments import CACHED_MAX, MAX_OPEN, SegmentSet, is_segment
 from stores.testing import StoreContract
 from tests.stores._segment_child import (
     NOT_REACHED,
@@ -1150,3 +1151,124 @@ async def test_a_forked_child_does_not_write_through_the_parents_descriptor(tmp_
     assert tail == 0
     assert [f.name for f in frames] == [record_name(v) for v in (1, 2, 3)]
     await store.aclose()
+
+
+# --- the segments a store keeps indexed ---------------------------------------------
+
+
+def _thread_rec(t: int, version: int = 1) -> str:
+    return f"ns/a/~/s/t{t}/log/{record_name(version)}"
+
+
+async def test_a_reader_keeps_a_bounded_number_of_segment_indexes(tmp_path):
+    """A long-running process that reads each of many threads once (a server, a
+    listing tool) must not hold every segment's index for ever: about 25 KB a
+    thread of 100 records, and every full garbage collection walks them."""
+    writer = LocalStore(tmp_path, fsync=False)
+    count = CACHED_MAX + 40
+    for t in range(count):
+        await writer.create(_thread_rec(t), f"one {t}".encode())
+    await writer.aclose()
+    reader = LocalStore(tmp_path, fsync=False)
+    for t in range(count):
+        assert (await reader.read(_thread_rec(t)))[0] == f"one {t}".encode()
+    assert len(reader._segs._segments) <= CACHED_MAX
+    # The segments read last are the ones kept: reading them again indexes nothing.
+    newest = tmp_path / _thread_rec(count - 1)
+    assert str(newest.parent / segment_name(1)) in reader._segs._segments
+    await reader.aclose()
+
+
+async def test_a_segment_indexed_again_keeps_create_exclusive(tmp_path, monkeypatch):
+    """An index dropped to keep the bound is rebuilt from the file: a name written
+    before is still refused, a new one still goes after the last frame."""
+    monkeypatch.setattr(segments_module, "CACHED_MAX", 2)
+    store = LocalStore(tmp_path, fsync=False)
+    first = str(seg(tmp_path, 1, "ns/a/~/s/t0/log/"))
+    for t in range(6):
+        await store.create(_thread_rec(t), b"first %d" % t)
+    await store.aclose()  # closes the writers' descriptors: the segments are idle
+
+    async def read_the_others() -> None:
+        for t in range(1, 6):
+            assert (await store.read(_thread_rec(t)))[0] == b"first %d" % t
+        assert first not in store._segs._segments
+        assert len(store._segs._segments) <= 2
+
+    await read_the_others()
+    with pytest.raises(ObjectExistsError):
+        await store.create(_thread_rec(0), b"again")
+    await store.create(_thread_rec(0, 2), b"second")
+    await store.aclose()
+    await read_the_others()
+    assert (await store.read(_thread_rec(0)))[0] == b"first 0"
+    assert (await store.read(_thread_rec(0, 2)))[0] == b"second"
+    await store.aclose()
+    frames, torn = parse_segment(Path(first))
+    assert torn == 0
+    assert [f.name for f in frames if f.kind == PUT] == [
+        record_name(1),
+        record_name(2),
+    ]
+
+
+def test_threads_racing_while_indexes_are_dropped_create_each_name_once(
+    tmp_path, monkeypatch
+):
+    """Threads reading and creating the same names in several segments while the
+    set keeps one idle index and one open descriptor: a thread may go on with a
+    segment object another dropped while a third makes a new one for the file,
+    which is what two processes are, and the file's lock keeps each create
+    exclusive."""
+    monkeypatch.setattr(segments_module, "CACHED_MAX", 1)
+    monkeypatch.setattr(segments_module, "MAX_OPEN", 1)
+    monkeypatch.setattr(segments_module, "UNTRIMMED_MAX", 0)
+    made = []
+
+    class Counted(segments_module._Segment):
+        def __init__(self, path: str, *args: object, **kwargs: object) -> None:
+            made.append(path)
+            super().__init__(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segments_module, "_Segment", Counted)
+    segs = SegmentSet(fsync=False)
+    dirs = [str(tmp_path / f"t{d}" / "log") for d in range(4)]
+    for directory in dirs:
+        os.makedirs(directory)
+    names = [record_name(v) for v in range(1, 13)]
+    won: list[tuple[str, str, int]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(6)
+
+    def race(me: int) -> None:
+        start.wait()
+        for name in names:
+            for directory in dirs[me % 4 :] + dirs[: me % 4]:
+                segs.read(directory, name)
+                try:
+                    segs.create(directory, name, b"racer %d" % me, key=name)
+                except ObjectExistsError:
+                    continue
+                with lock:
+                    won.append((directory, name, me))
+
+    racers = [threading.Thread(target=race, args=(me,)) for me in range(6)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    segs.close()
+    # Indexes were dropped and built again while the threads raced.
+    assert len(made) > len(dirs)
+    assert sorted((d, n) for d, n, _ in won) == sorted(
+        (d, n) for d in dirs for n in names
+    )
+    for directory, name, me in won:
+        path = Path(directory) / segment_name(1)
+        frames, torn = parse_segment(path)
+        assert torn == 0
+        buf = path.read_bytes()
+        puts = [f for f in frames if f.kind == PUT and f.name == name]
+        assert [buf[f.data_at : f.data_at + f.data_len] for f in puts] == [
+            b"racer %d" % me
+        ]
