@@ -1173,7 +1173,7 @@ async def test_a_reader_keeps_a_bounded_number_of_segment_indexes(tmp_path):
     for t in range(count):
         assert (await reader.read(_thread_rec(t)))[0] == f"one {t}".encode()
     assert len(reader._segs._segments) <= CACHED_MAX
-    # The segments read last are the ones kept: reading them again indexes nothing.
+    # The least recently used went first: the segment read last is kept.
     newest = tmp_path / _thread_rec(count - 1)
     assert str(newest.parent / segment_name(1)) in reader._segs._segments
     await reader.aclose()
