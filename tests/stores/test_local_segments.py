@@ -1272,3 +1272,32 @@ def test_threads_racing_while_indexes_are_dropped_create_each_name_once(
         assert [buf[f.data_at : f.data_at + f.data_len] for f in puts] == [
             b"racer %d" % me
         ]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_forgets_the_descriptor_of_a_dropped_segment(tmp_path):
+    """A segment dropped from the cache while a thread still used it, then opened
+    for writing through that object, is no longer in the cache but holds a
+    descriptor: a forked child must forget that one too."""
+    segs = SegmentSet(fsync=False)
+    directory = str(tmp_path / "log")
+    os.makedirs(directory)
+    stale = segs.segment(os.path.join(directory, segment_name(1)))
+    with segs._lock:  # what _drop_idle does while another thread holds ``stale``
+        del segs._segments[stale.path]
+    with stale.locked(create=True) as fd:
+        assert fd is not None
+        stale.append(fd, PUT, record_name(1), b"parent")
+    assert stale.fd is not None
+    assert stale.path not in segs._segments
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if stale.fd is None else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert stale.fd is not None  # the parent's own is kept
+    segs.close()
