@@ -9,10 +9,14 @@ The child, run as ``python -m tests.stores._segment_child ROOT MODE ...``:
 * ``append KEY POINT SIZE [EMBED]`` creates ``KEY`` (segment mode, fsync on) holding
   ``body_for(KEY, SIZE, EMBED)`` and SIGKILLs itself at POINT (see ``POINTS``). It
   exits with :data:`NOT_REACHED` if the point is never reached.
-* ``race IDENT`` prints ``ready``, then for each stdin line ``create KEY...`` creates
-  the keys in order (body ``race_body(IDENT, KEY)``), printing ``won ETAG`` or
-  ``lost`` per key and ``end`` after the last; ``exit`` (or end of input) ends it.
-  The parent releases every racer at once by writing to all of them.
+* ``race IDENT [CACHED OPEN]`` prints ``ready``, then for each stdin line ``create
+  KEY...`` creates the keys in order (body ``race_body(IDENT, KEY)``), printing
+  ``won ETAG`` or ``lost`` per key and ``end`` after the last; ``claim KEY...`` does
+  the same, reading each key just before creating it; ``exit`` (or end of input)
+  ends it. The parent releases every racer at once by writing to all of them.
+  ``CACHED`` and ``OPEN`` set the store's bounds on idle segment indexes and open
+  descriptors (``stores.segments.CACHED_MAX``, ``MAX_OPEN``), so that a racer drops
+  and rebuilds indexes and reopens files while the others append to them.
 * ``pause KEY SIZE`` creates ``KEY`` like ``append``, but SIGSTOPs itself after
   writing half of the frame (holding the segment's lock) and completes the create
   once continued, then exits 0.
@@ -23,6 +27,7 @@ The child, run as ``python -m tests.stores._segment_child ROOT MODE ...``:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
@@ -32,7 +37,8 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from journal.errors import ObjectExistsError
+from journal.errors import ObjectExistsError, ObjectNotFoundError
+from stores import segments
 from stores.local import LocalStore
 from stores.segments import RECORDS_PER_SEGMENT, segment_of
 
@@ -322,11 +328,14 @@ async def _race(store: LocalStore, ident: int) -> None:
         cmd = line.split()
         if not cmd or cmd[0] == "exit":
             return
-        if cmd[0] != "create":
+        if cmd[0] not in ("create", "claim"):
             print(f"error unknown command {line!r}", flush=True)
             continue
         for key in cmd[1:]:
             try:
+                if cmd[0] == "claim":
+                    with contextlib.suppress(ObjectNotFoundError):
+                        await store.read(key)
                 etag = await store.create(key, race_body(ident, key))
             except ObjectExistsError:
                 print("lost", flush=True)
@@ -341,6 +350,8 @@ def main(argv: list[str]) -> int:
     root, mode = argv[0], argv[1]
     store = LocalStore(root)
     if mode == "race":
+        if len(argv) > 3:
+            segments.CACHED_MAX, segments.MAX_OPEN = int(argv[3]), int(argv[4])
         asyncio.run(_race(store, int(argv[2])))
         return 0
     if mode == "hold":

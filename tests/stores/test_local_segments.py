@@ -250,9 +250,10 @@ async def test_a_batch_of_blobs_costs_one_sync_per_segment(
 # --- races ----------------------------------------------------------------------------
 
 
-def _spawn(root: Path, ident: int) -> subprocess.Popen[str]:
+def _spawn(root: Path, ident: int, *bounds: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", CHILD, str(root), "race", str(ident)],
+        [sys.executable, "-m", CHILD, str(root), "race", str(ident)]
+        + [str(b) for b in bounds],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -339,6 +340,53 @@ def test_create_races_across_processes(tmp_path):
     assert asyncio.run(LocalStore(root).list(LOG)) == sorted(expected)
     _check_segments(root, LOG, expected)
     assert asyncio.run(LocalStore(root).leftovers("")) == []
+
+
+def test_create_races_across_processes_that_drop_their_indexes(tmp_path):
+    """Six processes that each keep one idle segment index and one open descriptor
+    claim the same records of eight threads (a read, then a create), each going
+    round the threads from another one: every racer drops and rebuilds indexes and
+    reopens files while the others append to them. Each record has one winner,
+    whose bytes are the frame on disk, and no segment holds anything else."""
+    root = tmp_path / "root"
+    logs = [f"ns/a/~/s/t{d}/log/" for d in range(8)]
+    versions = range(1, 11)
+    racers = 6
+    procs = [_spawn(root, i, 1, 1) for i in range(racers)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "ready\n"
+        orders = [
+            [f"{log}{record_name(v)}" for v in versions for log in logs[i:] + logs[:i]]
+            for i in range(racers)
+        ]
+        outcomes = _release(procs, ["claim " + " ".join(keys) for keys in orders])
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("exit\n")
+            proc.stdin.flush()
+        assert [p.wait(timeout=60) for p in procs] == [0] * racers
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    winners: dict[str, list[int]] = {}
+    for i, (keys, got) in enumerate(zip(orders, outcomes, strict=True)):
+        assert len(got) == len(keys), got
+        for key, outcome in zip(keys, got, strict=True):
+            assert outcome == "lost" or outcome.startswith("won "), outcome
+            if outcome.startswith("won "):
+                winners.setdefault(key, []).append(i)
+    assert sorted(winners) == sorted(orders[0])
+    assert all(len(won) == 1 for won in winners.values()), winners
+    for log in logs:
+        _check_segments(
+            root,
+            log,
+            {k: race_body(w[0], k) for k, w in winners.items() if k.startswith(log)},
+        )
 
 
 def _in_threads(root: Path, jobs: list[list[str]]) -> list[list[str | BaseException]]:
