@@ -314,6 +314,33 @@ async def test_a_segments_reserve_grows_with_its_frames(tmp_path):
     assert len(reserves) < last // 4
 
 
+async def test_a_threads_later_segments_start_with_the_whole_reserve(tmp_path):
+    """A thread's first segment starts with a few KiB of zeros (a small thread
+    carries few); the thread filled it before its second began, so that one is
+    extended by the whole RESERVE from its first frame, not at every other append
+    as a segment growing from MIN_RESERVE is. Closing the store cuts both."""
+    store = LocalStore(tmp_path, fsync=False)
+    for version in (1, 1024, 2048):
+        await store.create(f"t/{version:020d}.rec", b"record")
+    framed = len(encode_frame(PUT, f"{1:020d}.rec", b"record"))
+    first, second, third = (tmp_path / f"t/.seg-{number:020d}" for number in (0, 1, 2))
+    assert first.stat().st_size == 35 + framed + MIN_RESERVE
+    assert second.stat().st_size == 35 + framed + RESERVE
+    assert third.stat().st_size == 35 + framed + RESERVE
+    for version in range(1025, 1040):  # written into the reserve: no growth
+        await store.create(f"t/{version:020d}.rec", b"record")
+    assert second.stat().st_size == 35 + framed + RESERVE
+    await store.aclose()
+    assert [p.stat().st_size for p in (first, second, third)] == [
+        35 + framed,
+        35 + 16 * framed,
+        35 + framed,
+    ]
+    for path, count in ((first, 1), (second, 16), (third, 1)):
+        frames, tail = parse_segment(path)
+        assert (len(frames), tail) == (count, 0)
+
+
 async def test_etags_hold_across_store_instances(tmp_path):
     one, two = LocalStore(tmp_path), LocalStore(tmp_path, fsync=False)
     etag = await one.create("k", b"v1")
