@@ -28,17 +28,21 @@ def _usable() -> None:
     assert _statx._STATX.call is not None, "statx was refused on this machine"
 
 
+def _through_descriptor(path: os.PathLike[str]) -> _statx.FileStatus:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return _statx.fd_status(fd)
+    finally:
+        os.close(fd)
+
+
 def test_path_and_descriptor_status_are_those_of_os_stat(tmp_path):
     _usable()
     path = tmp_path / "file"
     path.write_bytes(b"x" * 12345)
     st = os.stat(path)
     assert _statx.path_status(str(path)) == (st.st_ino, 12345)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        assert _statx.fd_status(fd) == (st.st_ino, 12345)
-    finally:
-        os.close(fd)
+    assert _through_descriptor(path) == (st.st_ino, 12345)
     link = tmp_path / "link"
     link.symlink_to(path)
     assert _statx.path_status(str(link)).st_ino == st.st_ino  # followed
@@ -71,11 +75,7 @@ def test_a_refused_statx_falls_back_to_os_stat(tmp_path, monkeypatch):
     assert _statx.path_status(str(path)) == (st.st_ino, 3)
     assert _statx._STATX.call is None
     assert _statx.path_status(str(path)) == (st.st_ino, 3)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        assert _statx.fd_status(fd) == (st.st_ino, 3)
-    finally:
-        os.close(fd)
+    assert _through_descriptor(path) == (st.st_ino, 3)
     assert len(calls) == 1
 
 
