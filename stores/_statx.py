@@ -8,7 +8,8 @@ system logs that update. A writer that ``stat``-ed its segment before each appen
 (to see that the path still names its file) made every append pay for it: a
 2.3 KB write and ``fdatasync`` took 0.15-0.18 ms against 0.10 without the
 ``stat``, measured on ext4. ``statx`` asked for the inode number and size alone
-reads neither time, and costs what ``os.stat`` does.
+reads neither time, and costs about what ``os.stat`` does (2.5 against 1.9 µs a
+call through :mod:`ctypes`).
 
 Python's ``os`` has no ``statx`` before 3.15, so it is called through
 :mod:`ctypes` (imported on the first call: writers use this, readers keep
