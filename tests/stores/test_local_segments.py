@@ -262,6 +262,30 @@ def _spawn(root: Path, ident: int, *bounds: int) -> subprocess.Popen[str]:
     )
 
 
+@contextlib.contextmanager
+def _racers(
+    root: Path, count: int, *bounds: int
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """``count`` racers, each ready; told to exit after the block (each must exit
+    0), and killed if the block failed or one is still running."""
+    procs = [_spawn(root, i, *bounds) for i in range(count)]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "ready\n"
+        yield procs
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("exit\n")
+            proc.stdin.flush()
+        assert [p.wait(timeout=60) for p in procs] == [0] * count
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def _release(procs: list[subprocess.Popen[str]], lines: list[str]) -> list[list[str]]:
     """Send each racer its line (they block on stdin), then collect their outcomes."""
     for proc, line in zip(procs, lines, strict=True):
@@ -298,11 +322,7 @@ def _check_segments(root: Path, log: str, expected: dict[str, bytes]) -> None:
 def test_create_races_across_processes(tmp_path):
     """20 processes: one winner per record key; disjoint keys all land."""
     root = tmp_path / "root"
-    procs = [_spawn(root, i) for i in range(RACERS)]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            assert proc.stdout.readline() == "ready\n"
+    with _racers(root, RACERS) as procs:
         expected: dict[str, bytes] = {}
         # A new segment, an existing one, and the first key of the next segment.
         for version in (1, 2, 1024):
@@ -327,16 +347,6 @@ def test_create_races_across_processes(tmp_path):
         for i, got in enumerate(outcomes):
             assert all(o.startswith("won ") for o in got), got
             expected |= {rec(v): race_body(i, rec(v)) for v in versions[i::RACERS]}
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("exit\n")
-            proc.stdin.flush()
-        assert [p.wait(timeout=60) for p in procs] == [0] * RACERS
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     assert asyncio.run(LocalStore(root).list(LOG)) == sorted(expected)
     _check_segments(root, LOG, expected)
     assert asyncio.run(LocalStore(root).leftovers("")) == []
@@ -352,26 +362,12 @@ def test_create_races_across_processes_that_drop_their_indexes(tmp_path):
     logs = [f"ns/a/~/s/t{d}/log/" for d in range(8)]
     versions = range(1, 11)
     racers = 6
-    procs = [_spawn(root, i, 1, 1) for i in range(racers)]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            assert proc.stdout.readline() == "ready\n"
+    with _racers(root, racers, 1, 1) as procs:
         orders = [
             [f"{log}{record_name(v)}" for v in versions for log in logs[i:] + logs[:i]]
             for i in range(racers)
         ]
         outcomes = _release(procs, ["claim " + " ".join(keys) for keys in orders])
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("exit\n")
-            proc.stdin.flush()
-        assert [p.wait(timeout=60) for p in procs] == [0] * racers
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     winners: dict[str, list[int]] = {}
     for i, (keys, got) in enumerate(zip(orders, outcomes, strict=True)):
         assert len(got) == len(keys), got
