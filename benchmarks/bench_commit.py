@@ -13,6 +13,7 @@ import asyncio
 import functools
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -256,11 +257,20 @@ async def commit_latencies(
 
 
 async def main(quick: bool) -> list[tuple[str, str, str]]:
+    """Every row, measured in a scratch directory removed afterwards."""
+    root = tempfile.mkdtemp(prefix="aj-bench-")
+    try:
+        return await measure(root, quick)
+    finally:
+        # A full run leaves some 230 MB there.
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def measure(root: str, quick: bool) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     n_commit = 300 if quick else 1500
     big = 1000 if quick else 5000
     huge = 2000 if quick else 10000
-    root = tempfile.mkdtemp(prefix="aj-bench-")
     sample = journal.codec.encode_record(
         version=1,
         epoch=1,

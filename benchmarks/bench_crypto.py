@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -149,10 +150,18 @@ async def codec_rows(n: int) -> list[tuple[str, str, str]]:
 
 
 async def main(quick: bool, fsync: bool) -> list[tuple[str, str, str]]:
+    """Every row, measured in a scratch directory removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="aj-bench-crypto-"))
+    try:
+        return await measure(root, quick, fsync)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def measure(root: Path, quick: bool, fsync: bool) -> list[tuple[str, str, str]]:
     turns = 300 if quick else 2000
     block = 25
     reps = 3 if quick else 7
-    root = Path(tempfile.mkdtemp(prefix="aj-bench-crypto-"))
     journals = {n: open_variant(root, n, fsync) for n in VARIANTS}
     writers = {n: await j.acquire(KEY, holder="bench") for n, j in journals.items()}
     samples: dict[str, list[float]] = {n: [] for n in VARIANTS}
