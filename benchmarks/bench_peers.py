@@ -807,18 +807,32 @@ async def run_concurrency(
                 result = await runner(
                     workdir / "concurrency" / key, level, turns, f"r{rnd}s{level}"
                 )
-                cell = acc.setdefault((level, key), {"wall_s": 0.0, "latencies": []})
+                cell = acc.setdefault(
+                    (level, key),
+                    {"wall_s": 0.0, "latencies": [], "cpu_s": 0.0, "switches": 0},
+                )
                 cell["wall_s"] += result["wall_s"]
                 cell["latencies"] += result["latencies"]
+                cell["cpu_s"] += result["cpu_s"]
+                cell["switches"] += result["switches"]
+                if result["loop_cpu_s"] is not None:
+                    cell["loop_cpu_s"] = (
+                        cell.get("loop_cpu_s", 0.0) + (result["loop_cpu_s"])
+                    )
         log(f"  concurrency round {rnd + 1} done")
     table: dict[int, dict[str, dict[str, float]]] = {}
     for (level, key), cell in acc.items():
         lat = cell["latencies"]
+        loop_cpu = cell.get("loop_cpu_s")
         table.setdefault(level, {})[key] = {
             "turns_s": len(lat) / cell["wall_s"],
             "p50": statistics.median(lat),
             "p99": pct(lat, 0.99),
             "turns": len(lat),
+            # Per turn: what the event loop's thread and the whole process spent.
+            "loop_cpu": None if loop_cpu is None else loop_cpu / len(lat),
+            "cpu": cell["cpu_s"] / len(lat),
+            "switches": cell["switches"] / len(lat),
         }
     return {
         "turns": turns,
@@ -1208,7 +1222,47 @@ def render_extra(res: Results) -> list[str]:
                     f"{ms(cell['p99'])} | {x} |"
                 )
             lines.append(cells)
+        lines += render_concurrency_costs(conc)
         lines += [f"\n- {name} left out: {why}" for name, why in conc["left_out"]]
+    return lines
+
+
+def render_concurrency_costs(conc: dict[str, Any]) -> list[str]:
+    """What each turn cost in the concurrency runs: the event loop's CPU, and
+    so the most turns/s one loop could carry, beside the process's CPU."""
+    lines = [
+        "",
+        "What a turn cost, in the same runs: CPU time of the event loop's thread "
+        "per turn (ms), the process's CPU time per turn (ms, every thread, user "
+        "and system), and the process's context switches per turn. The loop runs "
+        "one thing at a time, so 1 / its CPU per turn bounds the turns/s of all "
+        "the sessions together, however the syncs overlap: the *ceiling* column, "
+        "for the largest S. The floor has no loop.",
+        "",
+    ]
+    levels = conc["levels"]
+    head, rule = "| system |", "| --- |"
+    for level in levels:
+        head += f" {level}: loop / process ms | switches |"
+        rule += " ---: | ---: |"
+    lines += [head + " ceiling turns/s |", rule + " ---: |"]
+    for key, name in conc["names"].items():
+        cells = f"| {name} |"
+        last = None
+        for level in levels:
+            cell = conc["table"].get(level, {}).get(key)
+            if cell is None:
+                cells += " - | - |"
+                continue
+            loop = "-" if cell["loop_cpu"] is None else f"{cell['loop_cpu'] * 1e3:.3f}"
+            cells += f" {loop} / {cell['cpu'] * 1e3:.3f} | {cell['switches']:.1f} |"
+            last = cell
+        ceiling = (
+            "-"
+            if last is None or not last["loop_cpu"]
+            else f"{1 / last['loop_cpu']:,.0f}"
+        )
+        lines.append(cells + f" {ceiling} |")
     return lines
 
 

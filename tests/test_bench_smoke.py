@@ -122,6 +122,13 @@ async def test_small_list_and_concurrency_sections(
     floor = conc["table"][2]["fsync-floor"]
     assert floor["turns"] == 4
     assert floor["p99"] >= floor["p50"] > 0
+    # What a turn cost: the loop's CPU is part of the process's (the two clocks
+    # round differently: a microsecond a turn of slack); the floor has no loop.
+    ours = conc["table"][2]["aj-fsync"]
+    assert 0 < ours["loop_cpu"] <= ours["cpu"] + 1e-6
+    assert ours["switches"] >= 0
+    assert floor["loop_cpu"] is None
+    assert floor["cpu"] > 0
     results = bench_peers.Results(
         rows={},
         plan=plan,
@@ -141,6 +148,11 @@ async def test_small_list_and_concurrency_sections(
     assert "## Listing 3 threads" in text
     assert "## Sessions writing at once" in text
     assert "| floor: pwrite + fdatasync per turn" in text
+    ceiling = f"{1 / ours['loop_cpu']:,.0f} |"
+    assert any(
+        line.startswith("| agent-journal") and line.endswith(ceiling)
+        for line in text.splitlines()
+    ), "the cost table ends agent-journal's row with 1 / its loop CPU a turn"
     # The floor is no system: never a loss, even when it is faster.
     floor["turns_s"] = 1e9
     floor["p50"] = floor["p99"] = 1e-9

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,28 @@ from _peers.workload import make_turn
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
+
+
+def usage() -> tuple[float, float, int]:
+    """CPU seconds of this thread and of the process, and the process's context
+    switches (voluntary and not), so far: what a run cost, beside its wall time."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return (
+        time.thread_time(),
+        used.ru_utime + used.ru_stime,
+        used.ru_nvcsw + used.ru_nivcsw,
+    )
+
+
+def costs(before: tuple[float, float, int], thread: bool = True) -> dict[str, Any]:
+    """What ran since ``before`` (from :func:`usage`) cost; ``thread``: the caller's
+    thread is the event loop's (the floor has none)."""
+    after = usage()
+    return {
+        "loop_cpu_s": after[0] - before[0] if thread else None,
+        "cpu_s": after[1] - before[1],
+        "switches": after[2] - before[2],
+    }
 
 
 async def _drive(
@@ -54,10 +77,16 @@ async def _drive(
             latencies.append(time.perf_counter() - t0)
             await asyncio.sleep(0)
 
+    before = usage()
     t0 = time.perf_counter()
     await asyncio.gather(*(run(w) for w in writers))
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "latencies": latencies, "turns": len(latencies)}
+    return {
+        "wall_s": wall,
+        "latencies": latencies,
+        "turns": len(latencies),
+        **costs(before),
+    }
 
 
 async def run_aj(root: Path, sessions: int, turns: int, tag: str) -> dict[str, Any]:
@@ -203,8 +232,14 @@ async def run_floor(
             thread.join()
         return time.perf_counter() - t0
 
+    before = usage()
     wall = await asyncio.to_thread(run_all)
-    return {"wall_s": wall, "latencies": latencies, "turns": len(latencies)}
+    return {
+        "wall_s": wall,
+        "latencies": latencies,
+        "turns": len(latencies),
+        **costs(before, thread=False),
+    }
 
 
 FLOOR = "fsync-floor"
