@@ -1015,33 +1015,53 @@ class LocalStore(ObjectStore):
     async def create_many_derived(
         self, items: Sequence[tuple[str, bytes]]
     ) -> builtins.list[bool]:
-        # Segment frames of up to INLINE_FRAME_MAX go one at a time on the loop
-        # while it is quiet, the loop's other work (a writer's commits) running
-        # between them: in one worker call, a commit made meanwhile waited for the
+        # Segment frames go on the loop while it is quiet, up to INLINE_FRAME_MAX
+        # bytes a write, the loop's other work (a writer's commits) running between
+        # the writes: in one worker call, a commit made meanwhile waited for the
         # whole batch (a checkpoint past the span limit writes some 600 KiB of
-        # chunks). Plain files, a larger frame, and what the loop cannot write now
-        # go to a worker, the rest of the batch in one call.
+        # chunks); a write per chunk paid the segment's lock and checks twenty
+        # times over. Plain files, a larger frame, and what the loop cannot write
+        # now go to a worker, the rest of the batch in one call.
         created: builtins.list[bool] = []
         if loop_running() and self.segments:
-            for key, data in items:
-                if (
-                    len(data) > INLINE_FRAME_MAX
-                    or not self._quiet()
-                    or self._segmented(self._path(key)) is None
-                ):
+            while len(created) < len(items) and self._quiet():
+                group = self._inline_group(items, len(created))
+                if not group:
                     break
-                try:
-                    if self._write_here(self._publish, key, data, False) is None:
-                        break  # a lock held elsewhere: nothing was written
-                    created.append(True)
-                except ObjectExistsError:
-                    created.append(False)  # the same content, written before
+                done = self._write_here(self._publish_many, group, False)
+                if done is None:
+                    # A lock held elsewhere, found before anything was written to
+                    # the segment it guards (one segment per thread's blobs).
+                    break
+                created += done[0]
                 await pause()
         if len(created) < len(items):
             created += await run_blocking(
                 self._publish_many, items[len(created) :], False
             )
         return created
+
+    def _inline_group(
+        self, items: Sequence[tuple[str, bytes]], start: int
+    ) -> Sequence[tuple[str, bytes]]:
+        """The items from ``start`` that one write on the loop takes.
+
+        Segment frames of one directory, INLINE_FRAME_MAX bytes in all at most;
+        none when the first is larger, or a plain file.
+        """
+        where = None
+        size = 0
+        end = start
+        for key, data in items[start:]:
+            found = self._segmented(self._path(key))
+            if found is None or (where is not None and found[0] != where):
+                break
+            size += len(data)
+            if size > INLINE_FRAME_MAX:
+                break
+            where = found[0]
+            end += 1
+        return items[start:end]
 
     async def flush(self, keys: Sequence[str]) -> None:
         await run_blocking(self._flush, keys)

@@ -9,8 +9,9 @@ which lets go of the segment's locks after it: no reader sees the frame before i
 is durable. A lock held elsewhere or a torn tail to repair sends the whole write to
 a worker thread before anything is written, so the loop never waits on another
 writer and nothing is written twice. A batch of derived blobs
-(``create_many_derived``) is written on the loop a frame at a time under the same
-rules, the rest going to a worker in one call once one of them cannot.
+(``create_many_derived``) is written on the loop under the same rules, in writes
+of up to ``INLINE_FRAME_MAX`` bytes, the rest going to a worker in one call once
+one of them cannot.
 """
 
 from __future__ import annotations
@@ -486,23 +487,38 @@ def _blob(i: int) -> str:
     return f"t/blobs/{i:064x}"
 
 
-async def test_derived_blobs_are_written_on_the_loop_a_frame_at_a_time(
-    tmp_path: Path, hops: list[str]
+async def test_derived_blobs_are_written_on_the_loop_in_bounded_writes(
+    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A checkpoint's chunks (``create_many_derived``) go to the blob segment one
-    frame at a time on the loop, other tasks (the writer's commits) running between
-    them. In one worker call, the commits made meanwhile waited for all of it: past
-    the span limit a checkpoint writes some 20 chunks, 600 KiB, and the turn that
-    overlapped took the whole write's time."""
+    """A checkpoint's chunks (``create_many_derived``) go to the blob segment on
+    the loop, as many frames a write as ``INLINE_FRAME_MAX`` bytes hold, other
+    tasks (the writer's commits) running between the writes. In one worker call,
+    the commits made meanwhile waited for all of it: past the span limit a
+    checkpoint writes some 20 chunks, 600 KiB, and the turn that overlapped took the
+    whole write's time; a write per chunk paid the segment's lock and checks for
+    each (a checkpoint took 1.25x the time)."""
     store = LocalStore(tmp_path)
+    writes: list[int] = []
+    create_many = store._segs.create_many
+
+    def counted(
+        directory: str, items: list[tuple[str, bytes]], *, sync: bool = True
+    ) -> list[bool]:
+        writes.append(sum(len(data) for _, data in items))
+        return create_many(directory, items, sync=sync)
+
+    monkeypatch.setattr(store._segs, "create_many", counted)
     ticks = _Ticks()
     await asyncio.sleep(0)
     start = ticks.count
-    items = [(_blob(i), bytes([i]) * 40_000) for i in range(6)]
-    assert await store.create_many_derived(items) == [True] * 6
+    # 480,000 bytes: two writes of six chunks (a third would not fit in the first).
+    items = [(_blob(i), bytes([i]) * 40_000) for i in range(12)]
+    assert await store.create_many_derived(items) == [True] * 12
     assert hops == []
-    assert ticks.count - start >= 5
-    again = [*items[:2], (_blob(9), b"nine")]
+    assert writes == [240_000, 240_000]
+    assert all(size <= local_module.INLINE_FRAME_MAX for size in writes)
+    assert ticks.count - start >= 2
+    again = [*items[:2], (_blob(99), b"nine")]
     assert await store.create_many_derived(again) == [False, False, True]
     ticks.stop()
     assert hops == []
