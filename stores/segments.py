@@ -1144,6 +1144,10 @@ class SegmentSet:
         # reserve left for close() to cut (not cut then: the next append to one
         # would have to extend the file again, a sync of its size).
         self._untrimmed: dict[_Segment, None] = {}
+        # One callback for all the set's segments: a loader visiting many threads
+        # makes a segment object per thread, and each callback is a weak method,
+        # its references, a closure and its cell, all tracked by the collector.
+        self._on_open = _weak(self._opened)
         _ALL_SETS.add(self)
 
     def segment(self, path: str) -> _Segment:
@@ -1166,7 +1170,7 @@ class SegmentSet:
                     self.fsync,
                     reserve=RESERVE if numbered else 0,
                     least=MIN_RESERVE if name == _segment_name(0) else RESERVE,
-                    on_open=_weak(self._opened),
+                    on_open=self._on_open,
                     lock_timeout=self.lock_timeout,
                 )
             segments[path] = found

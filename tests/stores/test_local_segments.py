@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ from journal.errors import (
 from journal.store import ObjectStore
 from stores import segments as segments_module
 from stores.local import LocalStore
-from stores.segments import CACHED_MAX, MAX_OPEN, SegmentSet, is_segment
+from stores.segments import CACHED_MAX, MAX_OPEN, SegmentSet, is_segment, segment_of
 from stores.testing import StoreContract
 from tests.stores._segment_child import (
     NOT_REACHED,
@@ -1316,6 +1317,31 @@ def test_threads_racing_while_indexes_are_dropped_create_each_name_once(
         assert [buf[f.data_at : f.data_at + f.data_len] for f in puts] == [
             b"racer %d" % me
         ]
+
+
+def test_a_sets_segments_share_one_callback_that_holds_the_set_weakly(tmp_path):
+    """A segment tells its set when it opens a descriptor (the set keeps at most
+    MAX_OPEN). All of a set's segments share one such callback, which holds the set
+    weakly: one a segment made a weak method, its references, a closure and its
+    cell for every thread a loader visited, all tracked by the collector; and a
+    dropped store's descriptors still close when it goes."""
+    segs = SegmentSet(fsync=False)
+    directory = str(tmp_path / "log")
+    os.makedirs(directory)
+    names = [record_name(1), record_name(2_000)]
+    held = [segs.segment(os.path.join(directory, segment_of(n))) for n in names]
+    assert len({segment.path for segment in held}) == 2
+    assert held[0]._on_open is not None
+    assert held[0]._on_open is held[1]._on_open
+    for name in names:
+        segs.create(directory, name, b"x", key=name)
+    # Through the shared callback, each segment counted as open by its set.
+    assert set(held) <= set(segs._open)
+    gone = weakref.ref(segs)
+    segs.close()
+    del segs
+    assert gone() is None
+    held[0]._on_open(held[0])  # the set is gone: nothing to tell
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
