@@ -1030,8 +1030,8 @@ class LocalStore(ObjectStore):
                     break
                 done = self._write_here(self._publish_many, group, False)
                 if done is None:
-                    # A lock held elsewhere, found before anything was written to
-                    # the segment it guards (one segment per thread's blobs).
+                    # A lock held elsewhere, found before anything was written:
+                    # a group is one segment's frames.
                     break
                 created += done[0]
                 await pause()
@@ -1046,20 +1046,24 @@ class LocalStore(ObjectStore):
     ) -> Sequence[tuple[str, bytes]]:
         """The items from ``start`` that one write on the loop takes.
 
-        Segment frames of one directory, INLINE_FRAME_MAX bytes in all at most;
-        none when the first is larger, or a plain file.
+        Frames of one segment file, INLINE_FRAME_MAX bytes in all at most; none
+        when the first is larger, or a plain file. One segment, so that a lock
+        found held stops the write before any of it lands.
         """
-        where = None
+        where: tuple[str, str | None] | None = None
         size = 0
         end = start
         for key, data in items[start:]:
             found = self._segmented(self._path(key))
-            if found is None or (where is not None and found[0] != where):
+            if found is None:
+                break
+            segment = (found[0], segment_of(found[1]))
+            if where is not None and segment != where:
                 break
             size += len(data)
             if size > INLINE_FRAME_MAX:
                 break
-            where = found[0]
+            where = segment
             end += 1
         return items[start:end]
 

@@ -520,11 +520,17 @@ async def test_derived_blobs_are_written_on_the_loop_in_bounded_writes(
     assert ticks.count - start >= 2
     again = [*items[:2], (_blob(99), b"nine")]
     assert await store.create_many_derived(again) == [False, False, True]
+    # A write takes one segment's frames: a lock found held then stops it before
+    # any of it lands. Versions 1 and 2,000 lie in two segments of one directory.
+    writes.clear()
+    spread = [(_rec(1), b"a"), (_rec(2), b"b"), (_rec(2_000), b"c")]
+    assert await store.create_many_derived(spread) == [True] * 3
+    assert writes == [2, 1]
     ticks.stop()
     assert hops == []
     fresh = LocalStore(tmp_path)
-    got = await fresh.read_many([k for k, _ in [*items, again[-1]]])
-    assert got == [d for _, d in items] + [b"nine"]
+    got = await fresh.read_many([k for k, _ in [*items, again[-1], *spread]])
+    assert got == [d for _, d in items] + [b"nine"] + [d for _, d in spread]
     await store.aclose()
 
 
