@@ -815,10 +815,9 @@ async def run_concurrency(
                 cell["latencies"] += result["latencies"]
                 cell["cpu_s"] += result["cpu_s"]
                 cell["switches"] += result["switches"]
-                if result["loop_cpu_s"] is not None:
-                    cell["loop_cpu_s"] = (
-                        cell.get("loop_cpu_s", 0.0) + (result["loop_cpu_s"])
-                    )
+                loop_cpu = result["loop_cpu_s"]
+                if loop_cpu is not None:
+                    cell["loop_cpu_s"] = cell.get("loop_cpu_s", 0.0) + loop_cpu
         log(f"  concurrency round {rnd + 1} done")
     table: dict[int, dict[str, dict[str, float]]] = {}
     for (level, key), cell in acc.items():

@@ -1322,9 +1322,9 @@ def test_threads_racing_while_indexes_are_dropped_create_each_name_once(
 def test_a_sets_segments_share_one_callback_that_holds_the_set_weakly(tmp_path):
     """A segment tells its set when it opens a descriptor (the set keeps at most
     MAX_OPEN). All of a set's segments share one such callback, which holds the set
-    weakly: one a segment made a weak method, its references, a closure and its
-    cell for every thread a loader visited, all tracked by the collector; and a
-    dropped store's descriptors still close when it goes."""
+    weakly. A callback per segment was a weak method, its references, a closure and
+    its cell for every thread a loader visited, all tracked by the collector; held
+    weakly, a dropped store's descriptors still close when it goes."""
     segs = SegmentSet(fsync=False)
     directory = str(tmp_path / "log")
     os.makedirs(directory)
