@@ -44,6 +44,8 @@ from stores._files import (
     rename_into_place,
     write_temp,
 )
+from stores._kernel_sync import for_running_loop as kernel_syncs_here
+from stores._kernel_sync import in_flight as kernel_syncs_in_flight
 from stores._nowait import WouldBlock, attempt, read_whole
 from stores._offload import in_flight, run_blocking, run_io_only
 from stores.segments import (
@@ -296,15 +298,22 @@ class LocalStore(ObjectStore):
             overlap in worker threads: no call of this process in flight there,
             and no append to another directory (thread) ended in the last 5 ms.
             Otherwise a durable append (``create`` of a record or blob) is
-            written here all the same, and only its ``fdatasync`` runs in a
-            worker (``stores._offload.run_io_only``), which then indexes the frame
-            and lets go of the segment's thread lock and ``flock``: no reader
-            sees the frame before it is durable, and the worker runs one system
-            call instead of taking the interpreter back around each of six.
+            written here all the same, and only its ``fdatasync`` runs elsewhere
+            (see ``kernel_syncs``), after which the frame is indexed and the
+            segment's thread lock and ``flock`` let go of: no reader sees the
+            frame before it is durable.
             A lock another thread or process holds, or a torn tail to repair,
             sends the write to a worker thread before anything is written. After
             a write run here, the loop runs its other ready work (timers, other
             tasks) before the caller goes on, as after a hop.
+        kernel_syncs: Whether the ``fdatasync`` of a durable append written on
+            the loop among concurrent ones is handed to the kernel (Linux native
+            AIO, ``stores._kernel_sync``; the default) rather than to a worker
+            thread (``stores._offload.run_io_only``). The loop reaps the syncs'
+            ends from an ``eventfd``: no thread takes the interpreter lock per
+            sync, which made the loop wait for it around its own system calls.
+            Where the kernel or a sandbox refuses AIO, the syncs go to the
+            workers, as with this off.
 
     Raises:
         ValueError: ``lock_timeout`` is not positive, or the root cannot hold a
@@ -320,6 +329,7 @@ class LocalStore(ObjectStore):
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         inline_reads: bool = True,
         inline_writes: bool = True,
+        kernel_syncs: bool = True,
     ) -> None:
         if not lock_timeout > 0:
             raise ValueError(f"lock_timeout must be positive, not {lock_timeout!r}")
@@ -332,6 +342,7 @@ class LocalStore(ObjectStore):
         self.lock_timeout = lock_timeout
         self.inline_reads = inline_reads
         self.inline_writes = inline_writes
+        self.kernel_syncs = kernel_syncs
         self._write_cost = 0.0  # running average of an append's seconds
         self._last_append = ("", 0.0)  # directory, monotonic time
         self._dirs: set[str] = set()
@@ -905,6 +916,10 @@ class LocalStore(ObjectStore):
                     begun = self._attempt_write(self._begin_append, *args)
                     pending = None if begun is None else begun[0]
                     if pending is not None:
+                        if self.kernel_syncs and pending.sync_fd is not None:
+                            synced = await self._kernel_synced(args[0], pending)
+                            if synced is not None:
+                                return cast("_T", synced[0])
                         # The worker runs one system call and almost no Python,
                         # instead of competing with the loop for the interpreter
                         # around each of the append's calls.
@@ -917,15 +932,41 @@ class LocalStore(ObjectStore):
             if durable_in is not None:
                 self._last_append = (durable_in, time.monotonic())
 
+    async def _kernel_synced(
+        self, key: str, pending: PendingCreate
+    ) -> tuple[str] | None:
+        """Finish ``pending`` with its sync done by the kernel: ``(etag,)``.
+
+        None when this loop cannot have kernel syncs, or the kernel refused this
+        one (nothing was submitted): the caller hands the sync to a worker.
+        """
+        syncs = kernel_syncs_here()
+        fd = pending.sync_fd
+        if syncs is None or fd is None:
+            return None
+        start = time.perf_counter()
+
+        def complete(error: OSError | None) -> str:
+            self._cost(time.perf_counter() - start)
+            with _map_errors(key):
+                return pending.finish_synced(error)
+
+        op = syncs.submit(fd, complete)
+        if op is None:
+            return None
+        return (await syncs.wait(op),)
+
     def _quiet(self) -> bool:
         """Whether a write may run on the loop now.
 
-        Nothing of this process is in a worker (the write could wait behind it), and
-        the store's writes have been quick.
+        Nothing of this process is in a worker or a kernel sync (the write could
+        wait behind it, and means appends are concurrent), and the store's writes
+        have been quick.
         """
         return (
             self.inline_writes
             and not in_flight()
+            and not kernel_syncs_in_flight()
             and self._write_cost < INLINE_WRITE_BUDGET
         )
 

@@ -1126,6 +1126,36 @@ class PendingCreate:
             self._index.dir_synced = True
         return self.etag
 
+    @property
+    def sync_fd(self) -> int | None:
+        """The descriptor whose ``fdatasync`` is all that is left, if that is all.
+
+        None when the store does not sync, or when the segment's directory must be
+        synced too (its first append): :meth:`finish` then does everything.
+        """
+        if self._sync_dir is not None and not self._index.dir_synced:
+            return None
+        return self._fd
+
+    def finish_synced(self, error: OSError | None) -> str:
+        """:meth:`finish`, after ``fdatasync(sync_fd)`` ran elsewhere (the kernel).
+
+        Args:
+            error: The sync's error, None if it succeeded.
+
+        Returns:
+            The object's etag.
+
+        Raises:
+            OSError: ``error``, once the locks are let go of (the frame is then
+                not indexed, as after a failed sync in :meth:`finish`).
+        """
+        with self._locks:
+            if error is not None:
+                raise error
+            self._commit()
+        return self.etag
+
 
 class SegmentSet:
     """The segments of one store, by path; thread-safe.

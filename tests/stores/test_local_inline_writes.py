@@ -4,11 +4,13 @@ A single write of the local store (``create``, ``create_derived``, ``put_hint``,
 ``replace_unsynced``) runs on the loop when no call of this process is in a worker
 thread and the store's writes have averaged under ``INLINE_WRITE_BUDGET``; its
 ``fdatasync`` then runs there too. Otherwise a durable append (a record or blob
-``create``) is written on the loop and only its ``fdatasync`` runs in a worker,
-which lets go of the segment's locks after it: no reader sees the frame before it
-is durable. A lock held elsewhere or a torn tail to repair sends the whole write to
-a worker thread before anything is written, so the loop never waits on another
-writer and nothing is written twice. A batch of derived blobs
+``create``) is written on the loop and only its ``fdatasync`` runs elsewhere: in
+the kernel where it can (``tests/stores/test_local_kernel_syncs.py``), else in a
+worker thread (the tests here that turn ``kernel_syncs`` off), which lets go of
+the segment's locks after it: no reader sees the frame before it is durable. A
+lock held elsewhere or a torn tail to repair sends the whole write to a worker
+thread before anything is written, so the loop never waits on another writer and
+nothing is written twice. A batch of derived blobs
 (``create_many_derived``) is written on the loop under the same rules, in writes
 of up to ``INLINE_FRAME_MAX`` bytes, the rest going to a worker in one call once
 one of them cannot.
@@ -120,7 +122,7 @@ async def test_a_call_in_flight_sends_syncs_to_a_worker(
 ) -> None:
     """Concurrent writers overlap their syncs in worker threads; the frames are
     written on the loop."""
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     loop_thread = threading.current_thread().name
     gate = threading.Event()
     busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
@@ -147,7 +149,7 @@ async def test_appends_to_several_threads_at_once_go_to_workers(
     one thread writing alone gets the loop back."""
     # A window no stall of a busy machine outlasts: the test checks the rule.
     monkeypatch.setattr(local_module, "_CONCURRENT_WINDOW", 60.0)
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     for version in range(1, 6):
         await store.create(f"a/log/{version:020d}.rec", b"a")
         await store.create(f"b/log/{version:020d}.rec", b"b")
@@ -221,7 +223,7 @@ async def test_a_concurrent_append_keeps_its_locks_until_its_sync_returns(
     """The frame is written on the loop, the sync runs in a worker, and until it
     returns the segment stays locked: no reader, of this process or another,
     indexes a frame that is not durable yet."""
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     await store.create(_rec(1), b"one")
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     sync = _GatedSync(monkeypatch)
@@ -252,7 +254,7 @@ async def test_a_concurrent_append_whose_sync_fails_raises_and_frees_the_segment
     """``fdatasync`` failing in the worker: the append raises a ``StorageError``
     naming the key (not transient: an I/O error), the locks are let go of, and
     the store appends again."""
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     await store.create(_rec(1), b"one")
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     loop_thread = threading.current_thread()
@@ -286,7 +288,7 @@ async def test_a_concurrent_append_cancelled_during_its_sync_still_lands(
     """Cancelling the task that awaits the sync does not stop it: the worker
     syncs the frame, indexes it and lets go of the locks (the append's outcome
     is unknown to the cancelled caller, as after any cancelled write)."""
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     await store.create(_rec(1), b"one")
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     lock = store._segs.segment(str(segment)).lock
@@ -424,7 +426,7 @@ async def test_slow_writes_go_to_workers_until_the_disk_is_quick_again(
 ) -> None:
     budget = 0.05  # well above what a sync takes here, busy or not
     monkeypatch.setattr(local_module, "INLINE_WRITE_BUDGET", budget)
-    store = LocalStore(tmp_path)
+    store = LocalStore(tmp_path, kernel_syncs=False)
     await store.create(_rec(1), b"one")
     assert hops == []
     real = os.fdatasync
