@@ -138,16 +138,23 @@ def for_running_loop() -> KernelSyncs | None:
 
 
 class _Op(Generic[_T]):
-    """One sync submitted to the kernel, and what to do when it ends."""
+    """One sync for the kernel, and what to do when it ends."""
 
-    __slots__ = ("complete", "finished", "future")
+    __slots__ = ("complete", "fd", "finished", "future", "key", "queued")
 
     def __init__(
-        self, future: asyncio.Future[_T], complete: Callable[[OSError | None], _T]
+        self,
+        future: asyncio.Future[_T],
+        complete: Callable[[OSError | None], _T],
+        fd: int,
+        key: int,
     ) -> None:
         self.future = future
         self.complete = complete
+        self.fd = fd
+        self.key = key
         self.finished = False
+        self.queued = True  # not handed to the kernel yet
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -170,13 +177,16 @@ class KernelSyncs:
         # back would keep the registry's weak key alive.
         self._loop = weakref.ref(loop)
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._ops: dict[int, _Op[Any]] = {}
+        self._ops: dict[int, _Op[Any]] = {}  # listed until reaped or synced
         self._next = 0
+        self._queue: list[_Op[Any]] = []  # for the next io_submit
+        self._queue_lock = threading.Lock()
+        self.refused = False  # the kernel cannot sync these files this way
         # Taken by whichever thread reaps: the loop's reader tries it, a thread
         # waiting out an orphaned sync blocks on it.
         self._reaping = threading.Lock()
-        self._iocb = ctypes.create_string_buffer(_IOCB.size)
-        self._iocbs = (ctypes.c_void_p * 1)(ctypes.addressof(self._iocb))
+        self._iocbs = ctypes.create_string_buffer(0)
+        self._pointers = (ctypes.c_void_p * 0)()
         self._events = ctypes.create_string_buffer(_EVENT.size * _BATCH)
         self._no_wait = (ctypes.c_long * 2)(0, 0)
         self._long = ctypes.c_long
@@ -201,41 +211,96 @@ class KernelSyncs:
     def submit(
         self, fd: int, complete: Callable[[OSError | None], _T]
     ) -> _Op[_T] | None:
-        """Start an ``fdatasync`` of ``fd``; ``complete`` runs when it ends.
+        """Have ``fd`` synced (``fdatasync``); ``complete`` runs when that ends.
 
-        ``complete`` gets the sync's error (None when it succeeded), in whichever
-        thread reaps the sync's end, and its result or exception is the outcome
-        :meth:`wait` returns.
+        The syncs asked for while the loop runs its ready callbacks go to the
+        kernel together, in one ``io_submit`` after them: each call wakes one of
+        the kernel's workers, which on a busy machine takes the loop's CPU from it
+        for a while. ``complete`` gets the sync's error (None when it succeeded),
+        in whichever thread reaps the sync's end, and its result or exception is
+        the outcome :meth:`wait` returns. A sync the kernel then refuses (its ring
+        full) runs in a worker thread instead, with the same completion.
 
         Returns:
-            The sync in flight, or None when the kernel refused it (nothing was
-            submitted, ``complete`` will not run): the caller syncs another way.
+            The sync, or None when the kernel has refused to sync these files
+            (nothing is queued, ``complete`` will not run): the caller syncs
+            another way.
         """
-        abi = self._abi
-        self._next += 1
-        key = self._next
-        _IOCB.pack_into(
-            self._iocb, 0, key, 0, 0, _CMD_FDSYNC, 0, fd, 0, 0, 0, 0, _FLAG_RESFD,
-            self._efd,
-        )  # fmt: skip
+        if self.refused:
+            return None
         loop = self._loop()
         assert loop is not None  # noqa: S101 - called on the running loop
-        op: _Op[_T] = _Op(loop.create_future(), complete)
-        # Counted and listed before the kernel has it: a thread waiting out an
-        # orphaned sync may reap its end before io_submit returns.
-        self._ops[key] = op
+        self._next += 1
+        op: _Op[_T] = _Op(loop.create_future(), complete, fd, self._next)
+        self._ops[op.key] = op
         _count(1, 1)
-        if abi.call(abi.submit, self._ctx, self._long(1), self._iocbs) != 1:
-            del self._ops[key]  # EAGAIN (ring full), EINVAL (no AIO sync here)...
-            _count(-1, -1)
-            return None
+        with self._queue_lock:
+            self._queue.append(op)
+            if len(self._queue) == 1:
+                loop.call_soon(self._flush)
         return op
+
+    def _flush(self) -> None:
+        """Hand the queued syncs to the kernel, in one call (on the loop)."""
+        with self._queue_lock:
+            queue, self._queue = self._queue, []
+            for op in queue:
+                op.queued = False
+        if not queue:
+            return  # each was cancelled and synced by a thread
+        abi, ctypes, count = self._abi, self._abi.ctypes, len(queue)
+        if len(self._pointers) < count:
+            size = max(count, 2 * len(self._pointers), 64)
+            self._iocbs = ctypes.create_string_buffer(_IOCB.size * size)
+            base = ctypes.addressof(self._iocbs)
+            self._pointers = (ctypes.c_void_p * size)(
+                *(base + _IOCB.size * i for i in range(size))
+            )
+        iocbs, efd = self._iocbs, self._efd
+        for i, op in enumerate(queue):
+            _IOCB.pack_into(
+                iocbs, _IOCB.size * i, op.key, 0, 0, _CMD_FDSYNC, 0, op.fd, 0, 0,
+                0, 0, _FLAG_RESFD, efd,
+            )  # fmt: skip
+        done = 0
+        pointer = ctypes.sizeof(ctypes.c_void_p)
+        while done < count:
+            got = abi.call(
+                abi.submit,
+                self._ctx,
+                self._long(count - done),
+                ctypes.byref(self._pointers, pointer * done),
+            )
+            if got <= 0:
+                if abi.errno() in _REFUSED:
+                    self.refused = True  # EINVAL: no AIO sync for this file
+                break  # EAGAIN: the ring is full
+            done += got
+        for op in queue[done:]:
+            del self._ops[op.key]
+            self._in_thread(op)
+
+    def _in_thread(self, op: _Op[Any]) -> None:
+        """Sync ``op`` in a thread of its own, then run its completion there."""
+        threading.Thread(
+            target=self._sync_here, args=(op,), name="agent-journal-sync", daemon=True
+        ).start()
+
+    def _sync_here(self, op: _Op[Any]) -> None:
+        try:
+            os.fdatasync(op.fd)
+        except OSError as exc:
+            self._finish(op, -(exc.errno or errno.EIO))
+        else:
+            self._finish(op, 0)
 
     async def wait(self, op: _Op[_T]) -> _T:
         """The outcome of ``op``'s completion, once the kernel has synced.
 
         If the awaiting task is cancelled, or its coroutine closed, before the
-        sync ends, a daemon thread waits for the end and runs the completion.
+        sync ends, a daemon thread runs the completion once the sync has ended
+        (or syncs the file itself, if the sync was not handed to the kernel
+        yet): the segment's locks are let go of even if the loop stops.
 
         Raises:
             BaseException: Whatever the completion raised.
@@ -244,12 +309,21 @@ class KernelSyncs:
             return await op.future
         except BaseException:
             if not op.finished:
-                threading.Thread(
-                    target=self._wait_out,
-                    args=(op,),
-                    name="agent-journal-orphaned-sync",
-                    daemon=True,
-                ).start()
+                with self._queue_lock:
+                    queued = op.queued
+                    if queued:
+                        self._queue.remove(op)
+                        op.queued = False
+                if queued:
+                    del self._ops[op.key]
+                    self._in_thread(op)
+                elif op.key in self._ops:  # in the kernel (else a thread has it)
+                    threading.Thread(
+                        target=self._wait_out,
+                        args=(op,),
+                        name="agent-journal-orphaned-sync",
+                        daemon=True,
+                    ).start()
             raise
 
     def _on_ready(self) -> None:
@@ -314,9 +388,15 @@ class KernelSyncs:
             future.get_loop().call_soon_threadsafe(_settle, future, *outcome)
 
     def _close(self) -> None:
-        # The loop is gone: run what is still in flight, then free the context.
+        # The loop is gone: run what is still to sync or in flight, then free the
+        # context.
         if self._pid != os.getpid():
             return  # a forked child's copy: the context and the eventfd are not its
+        with self._queue_lock:
+            queue, self._queue = self._queue, []
+        for op in queue:  # never handed to the kernel
+            del self._ops[op.key]
+            self._sync_here(op)
         if self._ops:
             with self._reaping:
                 for op in list(self._ops.values()):

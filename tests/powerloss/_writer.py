@@ -15,6 +15,17 @@ power:
   ``retain_every`` (``Journal.retain(window=0)`` after every n-th append; 0: never).
   A writer fenced because its lease renewals fell behind prints ``stopped REASON``
   and idles until it is killed.
+* mode ``journal-many``: acquires ``threads`` threads of one journal (default
+  settings: segments, fsync) and appends to all of them at once, one task each, so
+  that their syncs overlap and the store hands them to the kernel
+  (``stores._kernel_sync``). ``fence INDEX VERSION EPOCH`` per thread once all are
+  acquired, then ``ready THREADS``, then ``ack INDEX VERSION BATCH`` per append,
+  forever, and ``kernel COUNT`` (``stores._kernel_sync.submitted()``) after every
+  ``kernel_every``-th ack of the process. Settings: ``root``, ``threads``,
+  ``set`` (which thread keys, see :func:`many_key`), ``holder``, ``lease_ttl``,
+  ``wait``, ``round`` (prefix of the batch ids), ``kernel_every``,
+  ``nowait_fallback`` (see :func:`fall_back_from_nowait`). A fenced thread prints
+  ``stopped INDEX REASON`` and its task idles.
 * mode ``state``: ``ready VERSION`` after loading the slot of a
   ``JsonFileAgentStateStore`` at ``root``, then ``ack VERSION`` per save, forever;
   the state saved as version V has summary ``s-V``.
@@ -25,14 +36,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
 from journal.crypto import StaticKeys
 from projections import AgentState
-from stores import JsonFileAgentStateStore
+from stores import JsonFileAgentStateStore, _nowait
+from stores._kernel_sync import submitted
+
+if TYPE_CHECKING:
+    from journal import ThreadWriter
 
 BIG = 70 * 1024  # above the 64 KiB blob threshold
 SESSION = "powerloss"
@@ -88,6 +104,80 @@ async def journal_writer(cfg: dict[str, Any]) -> None:
         i += 1
 
 
+def fall_back_from_nowait() -> None:
+    """Serve a no-wait read the file system refuses with a plain read instead.
+
+    FUSE, and so LazyFS, refuses ``preadv2(RWF_NOWAIT)`` (``EOPNOTSUPP``). The
+    local store takes that to mean no write may be tried on the event loop
+    (``LocalStore.inline_writes``), and only such a try hands a concurrent
+    append's sync to the kernel: on LazyFS every append would go whole to a worker
+    thread and the kernel path would never run. With this the store behaves as on
+    a file system that takes the flag (ext4, XFS, btrfs); a read that may wait on
+    the loop costs latency, never correctness.
+    """
+    refusing = _nowait._nowait_read
+
+    def read(fd: int, length: int, offset: int) -> bytearray:
+        try:
+            return refusing(fd, length, offset)
+        except _nowait.WouldBlock as exc:
+            if not exc.unsupported:
+                raise
+        buf = bytearray(os.pread(fd, length, offset))
+        if len(buf) != length:
+            raise _nowait.WouldBlock("short read")
+        return buf
+
+    _nowait._nowait_read = read
+
+
+def many_key(set_: int, index: int) -> ThreadKey:
+    """Thread ``index`` of key set ``set_`` of mode ``journal-many``."""
+    return ThreadKey("powerloss", f"many-{set_}", user_id="u", thread_id=f"t{index}")
+
+
+async def many_writer(cfg: dict[str, Any]) -> None:
+    if cfg["nowait_fallback"]:
+        fall_back_from_nowait()
+    j = Journal.open(str(cfg["root"]))
+    keys = [many_key(int(cfg["set"]), i) for i in range(int(cfg["threads"]))]
+    writers = await asyncio.gather(
+        *(
+            j.acquire(
+                key,
+                holder=str(cfg["holder"]),
+                lease_ttl=float(cfg["lease_ttl"]),
+                wait=float(cfg["wait"]),
+            )
+            for key in keys
+        )
+    )
+    for index, w in enumerate(writers):
+        out(f"fence {index} {w.version} {w.epoch}")
+    out(f"ready {len(writers)}")
+    kernel_every = int(cfg["kernel_every"])
+    acks = 0
+
+    async def append_forever(index: int, w: ThreadWriter) -> None:
+        nonlocal acks
+        n = 0
+        while True:
+            batch = f"{cfg['round']}-{index}-{n}"
+            message = Msg("user", text_of(batch, big=False))
+            try:
+                rec = await w.append([MessageAppended(message)], batch_id=batch)
+            except FencedError as exc:
+                out(f"stopped {index} {exc}")
+                await asyncio.sleep(3600)
+            out(f"ack {index} {rec.version} {batch}")
+            acks += 1
+            if acks % kernel_every == 0:
+                out(f"kernel {submitted()}")
+            n += 1
+
+    await asyncio.gather(*(append_forever(i, w) for i, w in enumerate(writers)))
+
+
 async def state_writer(cfg: dict[str, Any]) -> None:
     store = JsonFileAgentStateStore(str(cfg["root"]))
     found = await store.load(None, SESSION, ENTRY)
@@ -104,6 +194,8 @@ async def state_writer(cfg: dict[str, Any]) -> None:
 async def main(cfg: dict[str, Any]) -> None:
     if cfg["mode"] == "journal":
         await journal_writer(cfg)
+    elif cfg["mode"] == "journal-many":
+        await many_writer(cfg)
     elif cfg["mode"] == "state":
         await state_writer(cfg)
     else:

@@ -124,7 +124,7 @@ async def test_concurrent_appends_hand_their_syncs_to_the_kernel(
     (which syncs its directory too, in a worker) is synced by the kernel, none by
     ``os.fdatasync``; all read back, here and from a fresh store. One thread
     appended alone afterwards is synced on the loop again, from its second append
-    on (its first follows appends to other threads)."""
+    on at the latest (its first may follow an append to another thread)."""
     # A window no stall of a busy machine outlasts: the test checks the rule.
     monkeypatch.setattr(local_module, "_CONCURRENT_WINDOW", 60.0)
     synced_by_os: list[str] = []
@@ -163,9 +163,11 @@ async def test_concurrent_appends_hand_their_syncs_to_the_kernel(
     synced_by_os.clear()
     await store.create(_rec(11, "t0"), b"alone")
     await store.create(_rec(12, "t0"), b"alone again")
-    assert _kernel_sync.submitted() - before == by_kernel + 1
+    # The first may follow the last round's last append to another thread.
+    first_by_kernel = _kernel_sync.submitted() - before - by_kernel
+    assert first_by_kernel in (0, 1)
     assert hops == []
-    assert synced_by_os == [loop_thread]
+    assert synced_by_os == [loop_thread] * (2 - first_by_kernel)
     await store.aclose()
     fresh = LocalStore(tmp_path)
     assert await fresh.read_many(keys) == want
@@ -268,6 +270,41 @@ async def test_a_kernel_synced_append_cancelled_during_its_sync_still_lands(
     await store.aclose()
 
 
+async def test_an_append_cancelled_before_its_sync_reached_the_kernel_still_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Syncs wait in a queue for the loop's next ``io_submit``; an append cancelled
+    while its sync waits there (a loop that stops before submitting, modelled by
+    holding the queue back) is taken off the queue and synced by a thread of its
+    own, which indexes the frame and lets go of the locks."""
+    monkeypatch.setattr(KernelSyncs, "_flush", lambda _: None)
+    store = LocalStore(tmp_path)
+    await store.create(_rec(1), b"one")
+    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    lock = store._segs.segment(str(segment)).lock
+    async with _call_in_flight():
+        write = asyncio.ensure_future(store.create(_rec(2), b"two"))
+        for _ in range(1000):
+            if _kernel_sync.in_flight():
+                break
+            await asyncio.sleep(0.001)
+        syncs = _kernel_sync.for_running_loop()
+        assert syncs is not None
+        assert len(syncs._queue) == 1
+        write.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await write
+        assert syncs._queue == []
+        await _wait_until_free(lock)
+    assert _kernel_sync.in_flight() == 0
+    assert _flock_free(segment)
+    assert (await store.read(_rec(2)))[0] == b"two"
+    await store.aclose()
+    fresh = LocalStore(tmp_path)
+    assert (await fresh.read(_rec(2)))[0] == b"two"
+    await fresh.aclose()
+
+
 def test_an_append_left_pending_when_its_loop_ends_lands_for_the_next_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,24 +341,34 @@ def test_an_append_left_pending_when_its_loop_ends_lands_for_the_next_loop(
     assert _kernel_sync.in_flight() == 0
 
 
-async def test_a_refused_submission_is_synced_by_a_worker(
-    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
+async def test_a_sync_the_kernel_refuses_runs_in_a_thread_and_later_ones_in_workers(
+    tmp_path: Path, hops: list[str]
 ) -> None:
-    """The kernel refusing a sync (a file it cannot sync this way: a pipe) runs
-    nothing; the store then hands the sync to a worker thread."""
+    """The kernel refusing a sync (a pipe has no AIO sync: ``EINVAL``): that sync
+    runs in a thread with the same completion, which gets the thread's own error;
+    the loop's later syncs go to the worker threads."""
     syncs = _kernel_sync.for_running_loop()
     assert syncs is not None, "this kernel refuses AIO contexts"
-    ran: list[OSError | None] = []
+    errors: list[OSError | None] = []
+
+    def complete(error: OSError | None) -> str:
+        errors.append(error)
+        return "completed"
+
     read_end, write_end = os.pipe()
     try:
-        assert syncs.submit(read_end, ran.append) is None
+        op = syncs.submit(read_end, complete)
+        assert op is not None
+        assert await asyncio.wait_for(syncs.wait(op), 10) == "completed"
+        assert syncs.refused
+        assert syncs.submit(read_end, complete) is None
     finally:
         os.close(read_end)
         os.close(write_end)
+    assert len(errors) == 1
+    assert isinstance(errors[0], OSError)
+    assert errors[0].errno == errno.EINVAL
     assert _kernel_sync.in_flight() == 0
-    await asyncio.sleep(0.05)
-    assert ran == []
-    monkeypatch.setattr(KernelSyncs, "submit", lambda *_: None)
     store = LocalStore(tmp_path)
     await store.create(_rec(1), b"one")
     async with _call_in_flight():
