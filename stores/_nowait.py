@@ -71,16 +71,26 @@ def active() -> bool:
     return getattr(_state, "on", False)
 
 
-@contextlib.contextmanager
-def attempt() -> Iterator[None]:
-    """Run the block in no-wait mode (raises :class:`WouldBlock` out of it)."""
-    if _RWF_NOWAIT is None:
-        raise WouldBlock("preadv2(RWF_NOWAIT) is not available", unsupported=True)
-    _state.on = True
-    try:
-        yield
-    finally:
+class _Attempt:
+    # A class rather than a generator: the event loop enters one per append and
+    # per inline read, and a generator's context manager costs several calls more.
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        if _RWF_NOWAIT is None:
+            raise WouldBlock("preadv2(RWF_NOWAIT) is not available", unsupported=True)
+        _state.on = True
+
+    def __exit__(self, *_: object) -> None:
         _state.on = False
+
+
+_ATTEMPT = _Attempt()
+
+
+def attempt() -> contextlib.AbstractContextManager[None]:
+    """Run the block in no-wait mode (raises :class:`WouldBlock` out of it)."""
+    return _ATTEMPT
 
 
 def pread(fd: int, length: int, offset: int) -> bytes:

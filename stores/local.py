@@ -203,19 +203,33 @@ def _walk_files(
         pending.extend(reversed(below))
 
 
-@contextlib.contextmanager
-def _map_errors(key: str) -> Iterator[None]:
-    try:
-        yield
-    except (ObjectExistsError, ObjectNotFoundError, PreconditionFailedError):
-        raise
-    # The file system's error stays the cause: which call failed on which path
-    # is what tells a vanished object from a write that lost its directory.
-    except FileExistsError as exc:
-        raise ObjectExistsError(key) from exc
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise ObjectNotFoundError(key) from exc
-    except OSError as exc:
+class _MapErrors:
+    """The store's errors for what the file system raised on ``key`` in the block.
+
+    A class rather than a generator: an append enters two, on the event loop.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: object
+    ) -> None:
+        if kind is None or not issubclass(kind, OSError):
+            return
+        # The file system's error stays the cause: which call failed on which path
+        # is what tells a vanished object from a write that lost its directory.
+        key = self.key
+        if issubclass(kind, FileExistsError):
+            raise ObjectExistsError(key) from exc
+        if issubclass(kind, (FileNotFoundError, NotADirectoryError)):
+            raise ObjectNotFoundError(key) from exc
+        assert isinstance(exc, OSError)  # noqa: S101 - kind says so
         raise StorageError(
             f"local storage failed on {key!r}: {exc}",
             transient=exc.errno in _TRANSIENT,
@@ -395,7 +409,7 @@ class LocalStore(ObjectStore):
         directory, name = self._locate(key)
         framed = segment_of(name) is not None
         if self.segments and framed:
-            with _map_errors(key):
+            with _MapErrors(key):
                 self._ensure_dir(directory)
                 if not sync:
                     if not self._segs.create_many(
@@ -406,7 +420,7 @@ class LocalStore(ObjectStore):
                 return self._segs.create(directory, name, data, key=key)
         path = os.path.join(directory, name)
         with (
-            _map_errors(key),
+            _MapErrors(key),
             self._segs.guard_file(directory, name, key=key)
             if framed
             else nullcontext(),
@@ -431,12 +445,12 @@ class LocalStore(ObjectStore):
         directory, name = self._locate(key)
         if not self.segments or segment_of(name) is None:
             return None
-        with _map_errors(key):
+        with _MapErrors(key):
             self._ensure_dir(directory)
             return self._segs.create_unsynced(directory, name, data, key=key)
 
     def _finish_append(self, key: str, pending: PendingCreate) -> str:
-        with _map_errors(key):
+        with _MapErrors(key):
             return pending.finish()
 
     def _flush(self, keys: Sequence[str]) -> None:
@@ -449,7 +463,7 @@ class LocalStore(ObjectStore):
             if self.segments and segment_of(name) is not None:
                 framed.setdefault(directory, []).append(name)
                 continue
-            with _map_errors(key):
+            with _MapErrors(key):
                 try:
                     fd = os.open(os.path.join(directory, name), os.O_RDONLY)
                 except FileNotFoundError:
@@ -462,10 +476,10 @@ class LocalStore(ObjectStore):
                     os.close(fd)
                 synced_dirs.add(directory)
         for directory in sorted(synced_dirs):
-            with _map_errors(directory):
+            with _MapErrors(directory):
                 fsync_dir(directory)
         for directory, names in framed.items():
-            with _map_errors(directory):
+            with _MapErrors(directory):
                 self._segs.sync(directory, names)
 
     def _publish_many(
@@ -485,7 +499,7 @@ class LocalStore(ObjectStore):
                     framed.setdefault(where[0], []).append(i)
                     continue
                 directory = os.path.dirname(path)
-                with _map_errors(key):
+                with _MapErrors(key):
                     self._ensure_dir(directory)
                     if os.path.exists(path) or (
                         # Written as a frame by a store with segments on.
@@ -500,7 +514,7 @@ class LocalStore(ObjectStore):
             # every later writer of that name would keep it.
             if self.fsync:
                 for _, key, _, tmp in staged:
-                    with _map_errors(key):
+                    with _MapErrors(key):
                         fd = os.open(tmp, os.O_RDONLY)
                         try:
                             os.fsync(fd)
@@ -508,16 +522,16 @@ class LocalStore(ObjectStore):
                             os.close(fd)
             for i, key, path, tmp in staged:
                 # A racing writer of the same key wrote the same content: not ours.
-                with _map_errors(key), contextlib.suppress(FileExistsError):
+                with _MapErrors(key), contextlib.suppress(FileExistsError):
                     os.link(tmp, path)
                     created[i] = True
             linked = {os.path.dirname(path) for i, _, path, _ in staged if created[i]}
             for directory in sorted(linked) if sync else ():
-                with _map_errors(directory):
+                with _MapErrors(directory):
                     self._sync_dir(directory)
             for directory, positions in framed.items():
                 # One write and one sync per segment for all of them.
-                with _map_errors(items[positions[0]][0]):
+                with _MapErrors(items[positions[0]][0]):
                     self._ensure_dir(directory)
                     done = self._segs.create_many(
                         directory,
@@ -541,7 +555,7 @@ class LocalStore(ObjectStore):
             self._swap(key, data, None)
             return
         directory = os.path.dirname(path)
-        with _map_errors(key):
+        with _MapErrors(key):
             self._ensure_dir(directory)
             # rename is atomic: readers see the old hint or the new one, and a
             # crash may lose it, which a hint allows.
@@ -554,11 +568,11 @@ class LocalStore(ObjectStore):
     ) -> str:
         path = self._path(key)
         if self.segments and (where := self._segmented(path)) is not None:
-            with _map_errors(key):
+            with _MapErrors(key):
                 self._ensure_dir(where[0])
                 return self._segs.replace(where[0], where[1], data, if_match, key=key)
         directory, name = os.path.split(path)
-        with _map_errors(key):
+        with _MapErrors(key):
             self._ensure_dir(directory)
             lock_path = os.path.join(directory, f".{name}.lock")
             lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -624,12 +638,12 @@ class LocalStore(ObjectStore):
 
         ``views``: see :meth:`stores.segments.SegmentSet.read_views`.
         """
-        with _map_errors(keys[0]):
+        with _MapErrors(keys[0]):
             found = self._segs.read_views(directory, names, views)
         for i, data in enumerate(found):
             if data is None:  # perhaps a plain file (written with segments=False)
                 try:
-                    with _map_errors(keys[i]):
+                    with _MapErrors(keys[i]):
                         found[i] = read_whole(os.path.join(directory, names[i]))
                 except ObjectNotFoundError:
                     pass
@@ -660,7 +674,7 @@ class LocalStore(ObjectStore):
     ) -> builtins.list[str]:
         directory, base = self._dir_of(prefix)
         out: list[str] = []
-        with _map_errors(prefix):
+        with _MapErrors(prefix):
             try:
                 for dirpath, sub, filenames in _walk_files(directory, base):
                     for name in filenames:
@@ -715,7 +729,7 @@ class LocalStore(ObjectStore):
     def _quarantined(self, prefix: str) -> builtins.list[Quarantined]:
         directory, base = self._dir_of(prefix)
         out: list[Quarantined] = []
-        with _map_errors(prefix):
+        with _MapErrors(prefix):
             for dirpath, sub, filenames in _walk_files(directory, base):
                 for name in sorted(filenames):
                     if is_segment(name):
@@ -857,10 +871,10 @@ class LocalStore(ObjectStore):
         path = self._path(key)
         where = self._segmented(path)
         if where is not None:
-            with _map_errors(key):
+            with _MapErrors(key):
                 if self._segs.delete(where[0], where[1]):
                     return True
-        with _map_errors(key):
+        with _MapErrors(key):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -948,7 +962,7 @@ class LocalStore(ObjectStore):
 
         def complete(error: OSError | None) -> str:
             self._cost(time.perf_counter() - start)
-            with _map_errors(key):
+            with _MapErrors(key):
                 return pending.finish_synced(error)
 
         op = syncs.submit(fd, complete)
@@ -1154,7 +1168,7 @@ class LocalStore(ObjectStore):
                 self._path(key)
             return [False] * len(keys)
         except OSError:
-            with _map_errors(keys[0] if keys else ""):
+            with _MapErrors(keys[0] if keys else ""):
                 raise
         if _maybe_bad_keys("\n".join(keys)):
             for key in keys:
@@ -1175,7 +1189,7 @@ class LocalStore(ObjectStore):
                     out.append(False)
                     continue
                 except OSError:
-                    with _map_errors(key):
+                    with _MapErrors(key):
                         raise
                 out.append(S_ISREG(mode))
         finally:
@@ -1209,7 +1223,7 @@ class LocalStore(ObjectStore):
             return keys, self._read_many(wanted)
         # The listing found these names in this directory: read them from its
         # segments by name, without locating and validating each key again.
-        with _map_errors(prefix):
+        with _MapErrors(prefix):
             data = self._segs.read_many(directory, names)
         missing = [i for i, found in enumerate(data) if found is None]
         if missing:  # plain files (written with segments=False), or gone since
@@ -1225,7 +1239,7 @@ class LocalStore(ObjectStore):
         directory, _ = self._dir_of(prefix)
         cutoff = time.time() - older_than
         removed = 0
-        with _map_errors(prefix):
+        with _MapErrors(prefix):
             for dirpath, _, filenames in _walk_files(directory, ""):
                 for name in filenames:
                     if not name.startswith(_TMP_PREFIX):

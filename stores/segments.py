@@ -538,16 +538,36 @@ class _Segment:
     def locked(self, create: bool) -> Iterator[int | None]:
         """Flock the segment file for writing; yields None if it does not exist.
 
-        The descriptor stays open between writes (a commit then costs no open or
-        close), and is checked against the path after locking: a
+        The context manager form of :meth:`lock_for_write` and
+        :meth:`unlock_after_write`.
+        """
+        fd = self.lock_for_write(create)
+        try:
+            yield fd
+        finally:
+            self.unlock_after_write(fd)
+
+    def lock_for_write(self, create: bool) -> int | None:
+        """Take the segment's locks for writing: its descriptor, None if no file.
+
+        The thread lock is held on return either way, and the ``flock`` too when a
+        descriptor is returned; :meth:`unlock_after_write` lets go of them (from
+        any thread). The descriptor stays open between writes (a commit then costs
+        no open or close), and is checked against the path after locking: a
         segment emptied and unlinked meanwhile, perhaps created again, is opened
         anew.
 
         In no-wait mode (a write tried on the event loop) the thread lock and the
         flock are only tried: :class:`~stores._nowait.WouldBlock` before anything
-        is written.
+        is written, with nothing held.
         """
-        with held(self.lock):
+        lock = self.lock
+        if active():
+            if not lock.acquire(blocking=False):
+                raise WouldBlock("lock held by another thread")
+        else:
+            lock.acquire()
+        try:
             while True:
                 fd = self.fd
                 if fd is None:
@@ -557,8 +577,7 @@ class _Segment:
                     try:
                         fd = os.open(self.path, flags, 0o644)
                     except FileNotFoundError:
-                        yield None
-                        return
+                        return None
                     self.fd, self._fd_ino = fd, fd_status(fd).st_ino
                     if self._on_open is not None:
                         self._on_open(self)
@@ -569,18 +588,31 @@ class _Segment:
                     st: FileStatus | None = path_status(self.path)
                 except FileNotFoundError:
                     st = None
+                except BaseException:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    raise
                 if st is None or st.st_ino != self._fd_ino:
                     self.drop_fd()  # unlinked (emptied), perhaps created again
                     continue
                 try:
-                    # The file id is read even so: a file rewritten in place (a backup
-                    # copied over it) keeps its inode.
+                    # The file id is read even so: a file rewritten in place (a
+                    # backup copied over it) keeps its inode.
                     self.refresh(fd, st=st)
-                    yield fd
-                finally:
-                    if self.fd == fd:  # not closed by the caller (an unlink)
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                return
+                except BaseException:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    raise
+                return fd
+        except BaseException:
+            lock.release()
+            raise
+
+    def unlock_after_write(self, fd: int | None) -> None:
+        """Let go of what :meth:`lock_for_write` took (``fd``: what it returned)."""
+        try:
+            if fd is not None and self.fd == fd:  # not closed meanwhile (unlinked)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            self.lock.release()
 
     def append(self, fd: int, kind: int, name: str, data: bytes) -> bool:
         """Append one frame (the caller holds the lock) and make it durable.
@@ -1092,14 +1124,16 @@ class PendingCreate:
         self,
         fd: int | None,
         commit: Callable[[], None],
-        locks: contextlib.ExitStack,
+        segment: _Segment,
+        locked_fd: int,
         sync_dir: str | None,
         index: _Index,
         etag: str,
     ) -> None:
         self._fd = fd
         self._commit = commit
-        self._locks = locks
+        self._segment = segment
+        self._locked_fd = locked_fd
         self._sync_dir = sync_dir
         self._index = index
         self.etag = etag
@@ -1115,10 +1149,12 @@ class PendingCreate:
                 not indexed here, but its bytes stay in the file (see
                 :meth:`_Segment.write_frames`).
         """
-        with self._locks:
+        try:
             if self._fd is not None:
                 os.fdatasync(self._fd)
             self._commit()
+        finally:
+            self._segment.unlock_after_write(self._locked_fd)
         if self._sync_dir is not None and not self._index.dir_synced:
             # The segment's directory entry must be durable before we acknowledge;
             # its creator may have crashed before syncing it.
@@ -1150,10 +1186,12 @@ class PendingCreate:
             OSError: ``error``, once the locks are let go of (the frame is then
                 not indexed, as after a failed sync in :meth:`finish`).
         """
-        with self._locks:
+        try:
             if error is not None:
                 raise error
             self._commit()
+        finally:
+            self._segment.unlock_after_write(self._locked_fd)
         return self.etag
 
 
@@ -1305,8 +1343,8 @@ class SegmentSet:
         assert seg_name is not None  # noqa: S101 - callers route only segment names
         path = os.path.join(directory, seg_name)
         segment = self.segment(path)
-        with contextlib.ExitStack() as held_locks:
-            fd = held_locks.enter_context(segment.locked(create=True))
+        fd = segment.lock_for_write(create=True)
+        try:
             assert fd is not None  # noqa: S101 - created above
             # A plain file of the same name (a log written file per record) counts.
             if name in segment.index.live or os.path.exists(
@@ -1314,12 +1352,15 @@ class SegmentSet:
             ):
                 raise ObjectExistsError(key)
             _, commit = segment.write_frames(fd, [(_PUT, name, data)])
-            locks = held_locks.pop_all()
+        except BaseException:
+            segment.unlock_after_write(fd)
+            raise
         index = segment.index
         return PendingCreate(
             fd if self.fsync else None,
             commit,
-            locks,
+            segment,
+            fd,
             directory if self.fsync and not index.dir_synced else None,
             index,
             _etag(data),
