@@ -1236,7 +1236,9 @@ def render_concurrency_costs(conc: dict[str, Any]) -> list[str]:
         "and system), and the process's context switches per turn. The loop runs "
         "one thing at a time, so 1 / its CPU per turn bounds the turns/s of all "
         "the sessions together, however the syncs overlap: the *ceiling* column, "
-        "for the largest S. The floor has no loop.",
+        "for the largest S. The floor has no loop. The process's CPU leaves out "
+        "the kernel's own workers, which sync agent-journal's concurrent appends "
+        "(Linux native AIO); a peer's syncs run in its threads and are counted.",
         "",
     ]
     levels = conc["levels"]
