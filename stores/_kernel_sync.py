@@ -75,6 +75,7 @@ _abi: _Abi | None = None
 _contexts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, KernelSyncs | None] = (
     weakref.WeakKeyDictionary()
 )
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], KernelSyncs | None] | None = None
 
 
 def in_flight() -> int:
@@ -129,16 +130,20 @@ def for_running_loop() -> KernelSyncs | None:
 
     Call from the loop's own thread, with the loop running.
     """
+    global _last
     import asyncio  # loaded already: a loop is running
 
     loop = asyncio.get_running_loop()
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]  # most processes run one loop: no weak-key lookup
     try:
-        return _contexts[loop]
+        syncs = _contexts[loop]
     except KeyError:
-        pass
-    abi = _load()
-    syncs = None if abi is None else KernelSyncs.open(abi, loop)
-    _contexts[loop] = syncs
+        abi = _load()
+        syncs = None if abi is None else KernelSyncs.open(abi, loop)
+        _contexts[loop] = syncs
+    _last = (weakref.ref(loop), syncs)
     return syncs
 
 
@@ -415,10 +420,10 @@ class KernelSyncs:
 
 
 def _after_fork() -> None:
-    global _contexts, _lock, _in_flight, _submitted
+    global _contexts, _last, _lock, _in_flight, _submitted
     # The kernel gives a child none of the parent's contexts, and the parent's
     # syncs end (and release their locks) in the parent.
-    _contexts = weakref.WeakKeyDictionary()
+    _contexts, _last = weakref.WeakKeyDictionary(), None
     _lock = threading.Lock()
     _in_flight = _submitted = 0
 

@@ -908,8 +908,9 @@ class LocalStore(ObjectStore):
         ``durable_in`` names the directory of a durable append, which ``fn`` is
         then: ``_publish(key, data)``. One to another directory than the last
         one, shortly after it ended, means several threads are being written at
-        once, and their syncs should overlap in worker threads: the frame is then
-        written here and only its sync runs in a worker.
+        once, and their syncs should overlap: the frame is then written here and
+        only its sync runs elsewhere, in the kernel (:meth:`_kernel_synced`) or
+        else in a worker.
         """
         try:
             if self.inline_writes:
