@@ -192,6 +192,7 @@ class KernelSyncs:
         self._queue: list[_Op[Any]] = []  # for the next io_submit
         self._queue_lock = threading.Lock()
         self.refused = False  # the kernel cannot sync these files this way
+        self.deferred = 0  # syncs held back for a full ring, over time
         # Taken by whichever thread reaps: the loop's reader tries it, a thread
         # waiting out an orphaned sync blocks on it.
         self._reaping = threading.Lock()
@@ -205,19 +206,31 @@ class KernelSyncs:
         import asyncio  # loaded already: a loop is running
 
         self._running_loop = asyncio.events._get_running_loop
-        loop.add_reader(self._efd, self._on_ready)
+        try:
+            loop.add_reader(self._efd, self._on_ready)
+        except BaseException:
+            os.close(self._efd)
+            raise
         weakref.finalize(loop, self._close)
 
     @classmethod
     def open(cls, abi: _Abi, loop: asyncio.AbstractEventLoop) -> KernelSyncs | None:
-        """A context for ``loop``, or None when the kernel refuses one."""
+        """A context for ``loop``, or None when it cannot have one.
+
+        None when the kernel refuses the context, or the loop cannot watch an
+        ``eventfd`` (a loop without ``add_reader``) or none can be made.
+        """
         global _usable
         ctx = abi.ctypes.c_ulong(0)
         if abi.call(abi.setup, abi.ctypes.c_long(_RING), abi.ctypes.byref(ctx)) < 0:
             if abi.errno() in _REFUSED:
                 _usable = False  # no loop of this process will get one
             return None  # EAGAIN: fs.aio-max-nr reached for now
-        return cls(abi, loop, ctx.value)
+        try:
+            return cls(abi, loop, ctx.value)
+        except (OSError, NotImplementedError, RuntimeError):
+            abi.call(abi.destroy, ctx)
+            return None
 
     def submit(
         self, fd: int, complete: Callable[[OSError | None], _T]
@@ -244,7 +257,7 @@ class KernelSyncs:
         self._next += 1
         op: _Op[_T] = _Op(loop.create_future(), complete, fd, self._next)
         self._ops[op.key] = op
-        _count(1, 1)
+        _count(1)
         with self._queue_lock:
             self._queue.append(op)
             if len(self._queue) == 1:
@@ -283,10 +296,22 @@ class KernelSyncs:
                 ctypes.byref(self._pointers, pointer * done),
             )
             if got <= 0:
-                if abi.errno() in _REFUSED:
+                error = abi.errno()
+                left = queue[done:]
+                if error == errno.EAGAIN and len(self._ops) > len(left):
+                    # The ring is full: these wait for the next ends to be
+                    # reaped (see _on_ready), in order, ahead of newer ones.
+                    with self._queue_lock:
+                        for op in left:
+                            op.queued = True
+                        self._queue[:0] = left
+                    self.deferred += len(left)
+                    return
+                if error in _REFUSED:
                     self.refused = True  # EINVAL: no AIO sync for this file
-                break  # EAGAIN: the ring is full
+                break
             done += got
+            _count(0, got)
         for op in queue[done:]:
             del self._ops[op.key]
             self._in_thread(op)
@@ -342,12 +367,14 @@ class KernelSyncs:
             os.eventfd_read(self._efd)
         except BlockingIOError:
             return
-        if not self._reaping.acquire(blocking=False):
-            return  # a thread is reaping: it wakes the loop again when done
-        try:
-            self._reap(None)
-        finally:
-            self._reaping.release()
+        # Else a thread is reaping: it wakes the loop again when done.
+        if self._reaping.acquire(blocking=False):
+            try:
+                self._reap(None)
+            finally:
+                self._reaping.release()
+        if self._queue:
+            self._flush()  # syncs the ring had no room for
 
     def _wait_out(self, op: _Op[Any]) -> None:
         with self._reaping:

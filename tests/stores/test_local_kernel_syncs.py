@@ -379,6 +379,52 @@ async def test_a_sync_the_kernel_refuses_runs_in_a_thread_and_later_ones_in_work
     await store.aclose()
 
 
+async def test_syncs_past_a_full_ring_wait_for_room_and_all_land(
+    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More syncs at once than the context's ring holds (the smallest ring the
+    kernel makes, about 126): those it refuses wait in the queue, ahead of newer
+    ones, and go to the kernel as ends are reaped; none goes to a thread, and
+    every append lands."""
+    monkeypatch.setattr(_kernel_sync, "_RING", 1)
+    store = LocalStore(tmp_path)
+    threads = [f"t{i}" for i in range(300)]
+    # Each segment's first append syncs its directory too, in a worker.
+    await asyncio.gather(*(store.create(_rec(1, t), b"first") for t in threads))
+    hops.clear()
+    before = _kernel_sync.submitted()
+    await asyncio.gather(*(store.create(_rec(2, t), t.encode()) for t in threads))
+    syncs = _kernel_sync.for_running_loop()
+    assert syncs is not None
+    assert syncs.deferred > 0, "the ring never filled"
+    assert _kernel_sync.submitted() - before == len(threads)
+    assert hops == []
+    assert _kernel_sync.in_flight() == 0
+    got = await store.read_many([_rec(2, t) for t in threads])
+    assert got == [t.encode() for t in threads]
+    await store.aclose()
+
+
+def test_a_loop_that_cannot_watch_an_eventfd_gets_no_kernel_syncs() -> None:
+    """A loop without ``add_reader`` (as some event loops are): no context, the
+    caller syncs in workers; nothing is left open."""
+
+    class NoReaders(asyncio.SelectorEventLoop):
+        def add_reader(self, *_: Any) -> None:
+            raise NotImplementedError
+
+    async def ask() -> KernelSyncs | None:
+        return _kernel_sync.for_running_loop()
+
+    fds = len(os.listdir("/proc/self/fd"))
+    loop = NoReaders()
+    try:
+        assert loop.run_until_complete(ask()) is None
+    finally:
+        loop.close()
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
 @pytest.mark.parametrize("why", ["refused", "turned off"])
 async def test_without_kernel_syncs_concurrent_syncs_go_to_workers(
     tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch, why: str
