@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import platform
 import struct
 import sys
 import threading
@@ -62,9 +61,10 @@ _IOCB = struct.Struct("=QIIHhIQQqQII")  # struct iocb: 64 bytes
 _EVENT = struct.Struct("=QQqq")  # struct io_event: data, obj, res, res2
 _CMD_FDSYNC = 3
 _FLAG_RESFD = 1  # signal the eventfd given in the iocb
-_RING = 1024  # syncs in flight per loop before submissions are refused
+_RING = 1024  # asked of io_setup; syncs past the ring's room wait in the queue
 _BATCH = 128  # events taken per io_getevents
-# The kernel or a sandbox will not give this process a context at all.
+# The kernel or a sandbox will not do this at all (a context, or an AIO sync of a
+# file), as opposed to not now (EAGAIN).
 _REFUSED = frozenset({errno.ENOSYS, errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP})
 
 _lock = threading.Lock()
@@ -79,7 +79,7 @@ _last: tuple[weakref.ref[asyncio.AbstractEventLoop], KernelSyncs | None] | None 
 
 
 def in_flight() -> int:
-    """How many syncs of this process the kernel has not finished yet."""
+    """How many syncs asked of the kernel have not ended yet (queued or running)."""
     return _in_flight
 
 
@@ -114,7 +114,7 @@ class _Abi:
 def _load() -> _Abi | None:
     global _usable, _abi
     if _usable is None:
-        numbers = _NUMBERS.get(platform.machine())
+        numbers = _NUMBERS.get(os.uname().machine)
         _usable = False
         if sys.platform.startswith("linux") and numbers is not None:
             try:
