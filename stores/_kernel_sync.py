@@ -242,8 +242,10 @@ class KernelSyncs:
         the kernel's workers, which on a busy machine takes the loop's CPU from it
         for a while. ``complete`` gets the sync's error (None when it succeeded),
         in whichever thread reaps the sync's end, and its result or exception is
-        the outcome :meth:`wait` returns. A sync the kernel then refuses (its ring
-        full) runs in a worker thread instead, with the same completion.
+        the outcome :meth:`wait` returns. Syncs the kernel has no room for (its
+        ring full) wait in the queue until ends are reaped; one it refuses (a
+        file without an AIO sync) runs in a thread of its own, with the same
+        completion.
 
         Returns:
             The sync, or None when the kernel has refused to sync these files
