@@ -47,6 +47,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from stores._offload import settle
+
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
@@ -165,15 +167,6 @@ class _Op(Generic[_T]):
         self.key = key
         self.finished = False
         self.queued = True  # not handed to the kernel yet
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():  # the awaiting task was cancelled meanwhile
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
 
 
 class KernelSyncs:
@@ -425,10 +418,10 @@ class KernelSyncs:
         op.finished = True
         future = op.future
         if self._running_loop() is self._loop():
-            _settle(future, *outcome)
+            settle(future, *outcome)
             return
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits it
-            future.get_loop().call_soon_threadsafe(_settle, future, *outcome)
+            future.get_loop().call_soon_threadsafe(settle, future, *outcome)
 
     def _close(self) -> None:
         # The loop is gone: run what is still to sync or in flight, then free the

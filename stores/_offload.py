@@ -44,13 +44,17 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
-__all__ = ["in_flight", "run_blocking", "run_io_only"]
+__all__ = ["in_flight", "run_blocking", "run_io_only", "settle"]
 
 _T = TypeVar("_T")
 _MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 
 
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+def settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Give ``future`` its result (``ok``) or exception, on the future's loop.
+
+    Nothing when it is done already: the awaiting task was cancelled meanwhile.
+    """
     if future.done():  # the awaiting task was cancelled meanwhile
         return
     if ok:
@@ -95,7 +99,7 @@ class _Results:
         with self._lock:
             ready, self._ready = self._ready, []
         for future, ok, value in ready:
-            _settle(future, ok, value)
+            settle(future, ok, value)
 
 
 _registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Results] = (

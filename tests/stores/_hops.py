@@ -1,16 +1,21 @@
-"""Shared by the inline read and write tests: counting thread hops, holding a lock."""
+"""Shared by the inline read and write tests: counting thread hops, holding a lock,
+keeping a call in flight, asking whether a segment is flocked."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 import stores.local as local_module
+from stores._offload import run_blocking
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from pathlib import Path
 
     import pytest
 
@@ -62,3 +67,28 @@ async def assert_waiting_off_the_loop(call: asyncio.Future[Any]) -> None:
         ticks += 1
     assert not call.done()
     assert ticks == 20  # the loop was never held by the waiting call
+
+
+@contextlib.asynccontextmanager
+async def call_in_flight() -> AsyncIterator[None]:
+    """A call of this process running in a worker: appends are concurrent."""
+    gate = threading.Event()
+    busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
+    try:
+        await asyncio.sleep(0.01)
+        yield
+    finally:
+        gate.set()
+        await busy
+
+
+def flock_free(path: Path) -> bool:
+    """Whether another open file (as another process's) could take a shared flock."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # lets go of the lock with the file
+    return True

@@ -19,7 +19,6 @@ one of them cannot.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import fcntl
 import os
@@ -36,13 +35,14 @@ from stores._offload import run_blocking
 from stores.local import LocalStore
 from tests.stores._hops import (
     assert_waiting_off_the_loop,
+    call_in_flight,
     count_hops,
+    flock_free,
     held_elsewhere,
 )
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from pathlib import Path
 
 
@@ -166,19 +166,6 @@ async def test_appends_to_several_threads_at_once_go_to_workers(
     await store.aclose()
 
 
-@contextlib.asynccontextmanager
-async def _call_in_flight() -> AsyncIterator[None]:
-    """A call of this process running in a worker: appends are concurrent."""
-    gate = threading.Event()
-    busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
-    try:
-        await asyncio.sleep(0.01)
-        yield
-    finally:
-        gate.set()
-        await busy
-
-
 class _GatedSync:
     """``os.fdatasync`` that, in a worker thread, waits until :meth:`open`."""
 
@@ -205,18 +192,6 @@ class _GatedSync:
         self._release.set()
 
 
-def _flock_free(path: Path) -> bool:
-    """Whether another open file (as another process's) could take a shared flock."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # lets go of the lock with the file
-    return True
-
-
 async def test_a_concurrent_append_keeps_its_locks_until_its_sync_returns(
     tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,12 +203,12 @@ async def test_a_concurrent_append_keeps_its_locks_until_its_sync_returns(
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     sync = _GatedSync(monkeypatch)
     payload = b"two: written on the loop, synced in a worker"
-    async with _call_in_flight():
+    async with call_in_flight():
         hops.clear()
         write = asyncio.ensure_future(store.create(_rec(2), payload))
         await sync.until_entered()
         assert payload in segment.read_bytes()  # written, in the page cache
-        assert not _flock_free(segment)
+        assert not flock_free(segment)
         reader = asyncio.ensure_future(store.read(_rec(2)))
         await assert_waiting_off_the_loop(reader)
         assert not write.done()
@@ -241,7 +216,7 @@ async def test_a_concurrent_append_keeps_its_locks_until_its_sync_returns(
         await asyncio.wait_for(write, 10)
         assert (await asyncio.wait_for(reader, 10))[0] == payload
     assert hops[0] == "_finish_append"
-    assert _flock_free(segment)
+    assert flock_free(segment)
     await store.aclose()
     other = LocalStore(tmp_path)
     assert (await other.read(_rec(2)))[0] == payload
@@ -266,15 +241,15 @@ async def test_a_concurrent_append_whose_sync_fails_raises_and_frees_the_segment
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", failing)
-    async with _call_in_flight():
+    async with call_in_flight():
         with pytest.raises(StorageError, match=r"00000000000000000002\.rec") as caught:
             await store.create(_rec(2), b"two")
     assert not caught.value.transient
     assert isinstance(caught.value.__cause__, OSError)
     assert not store._segs.segment(str(segment)).lock.locked()
-    assert _flock_free(segment)
+    assert flock_free(segment)
     monkeypatch.setattr(os, "fdatasync", real)
-    async with _call_in_flight():
+    async with call_in_flight():
         await store.create(_rec(3), b"three")
     await store.create(_rec(4), b"four")
     got = await store.read_many([_rec(1), _rec(3), _rec(4)])
@@ -293,7 +268,7 @@ async def test_a_concurrent_append_cancelled_during_its_sync_still_lands(
     segment = next((tmp_path / "t" / "log").glob(".seg-*"))
     lock = store._segs.segment(str(segment)).lock
     sync = _GatedSync(monkeypatch)
-    async with _call_in_flight():
+    async with call_in_flight():
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
         await sync.until_entered()
         write.cancel()
@@ -306,7 +281,7 @@ async def test_a_concurrent_append_cancelled_during_its_sync_still_lands(
                 break
             await asyncio.sleep(0.01)
     assert not lock.locked()
-    assert _flock_free(segment)
+    assert flock_free(segment)
     assert (await store.read(_rec(2)))[0] == b"two"
     with pytest.raises(ObjectExistsError):
         await store.create(_rec(2), b"again")

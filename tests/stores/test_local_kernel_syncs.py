@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -24,12 +23,15 @@ import stores.local as local_module
 from journal.errors import ObjectExistsError, StorageError
 from stores import _kernel_sync
 from stores._kernel_sync import KernelSyncs
-from stores._offload import run_blocking
 from stores.local import LocalStore
-from tests.stores._hops import assert_waiting_off_the_loop, count_hops
+from tests.stores._hops import (
+    assert_waiting_off_the_loop,
+    call_in_flight,
+    count_hops,
+    flock_free,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from pathlib import Path
 
 
@@ -47,19 +49,6 @@ def steady_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store functions run in a worker thread."""
     return count_hops(monkeypatch)
-
-
-@contextlib.asynccontextmanager
-async def _call_in_flight() -> AsyncIterator[None]:
-    """A call of this process running in a worker: appends are concurrent."""
-    gate = threading.Event()
-    busy = asyncio.ensure_future(run_blocking(gate.wait, 10))
-    try:
-        await asyncio.sleep(0.01)
-        yield
-    finally:
-        gate.set()
-        await busy
 
 
 class _GatedReaper:
@@ -97,16 +86,12 @@ class _GatedReaper:
             os.eventfd_write(syncs._efd, 1)  # wake the reader for what it missed
 
 
-def _flock_free(path: Path) -> bool:
-    """Whether another open file (as another process's) could take a shared flock."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+async def _store_with_one_record(tmp_path: Path) -> tuple[LocalStore, Path]:
+    """A store whose thread ``t`` holds record 1 (its segment's first append, whose
+    directory sync runs in a worker), and that segment's path."""
+    store = LocalStore(tmp_path)
+    await store.create(_rec(1), b"one")
+    return store, next((tmp_path / "t" / "log").glob(".seg-*"))
 
 
 async def _wait_until_free(lock: threading.Lock) -> None:
@@ -182,17 +167,15 @@ async def test_a_kernel_synced_append_keeps_its_locks_until_its_end_is_reaped(
     reaps the sync's end the segment stays locked, so no reader, of this process
     or another, indexes a frame before it is durable."""
     gate = _GatedReaper(monkeypatch)
-    store = LocalStore(tmp_path)
-    await store.create(_rec(1), b"one")
-    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    store, segment = await _store_with_one_record(tmp_path)
     payload = b"two: written on the loop, synced by the kernel"
-    async with _call_in_flight():
+    async with call_in_flight():
         hops.clear()
         write = asyncio.ensure_future(store.create(_rec(2), payload))
         await gate.until_held()
         assert hops == []
         assert payload in segment.read_bytes()  # written, in the page cache
-        assert not _flock_free(segment)
+        assert not flock_free(segment)
         assert store._segs.segment(str(segment)).lock.locked()
         reader = asyncio.ensure_future(store.read(_rec(2)))
         await assert_waiting_off_the_loop(reader)
@@ -200,7 +183,7 @@ async def test_a_kernel_synced_append_keeps_its_locks_until_its_end_is_reaped(
         gate.open()
         await asyncio.wait_for(write, 10)
         assert (await asyncio.wait_for(reader, 10))[0] == payload
-    assert _flock_free(segment)
+    assert flock_free(segment)
     await store.aclose()
     other = LocalStore(tmp_path)
     assert (await other.read(_rec(2)))[0] == payload
@@ -213,9 +196,7 @@ async def test_a_kernel_sync_that_fails_raises_and_frees_the_segment(
     """The kernel reporting an I/O error for the sync: the append raises a
     ``StorageError`` naming the key (not transient), whose cause is the
     ``OSError``; the locks are let go of, and the store appends again."""
-    store = LocalStore(tmp_path)
-    await store.create(_rec(1), b"one")
-    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    store, segment = await _store_with_one_record(tmp_path)
     real = KernelSyncs._finish
     failed: list[int] = []
 
@@ -224,7 +205,7 @@ async def test_a_kernel_sync_that_fails_raises_and_frees_the_segment(
         real(syncs, op, -errno.EIO if len(failed) == 1 else res)
 
     monkeypatch.setattr(KernelSyncs, "_finish", failing)
-    async with _call_in_flight():
+    async with call_in_flight():
         with pytest.raises(StorageError, match=r"00000000000000000002\.rec") as caught:
             await store.create(_rec(2), b"two")
     assert failed == [0]  # the real sync succeeded; its report was replaced
@@ -232,8 +213,8 @@ async def test_a_kernel_sync_that_fails_raises_and_frees_the_segment(
     assert isinstance(caught.value.__cause__, OSError)
     assert caught.value.__cause__.errno == errno.EIO
     assert not store._segs.segment(str(segment)).lock.locked()
-    assert _flock_free(segment)
-    async with _call_in_flight():
+    assert flock_free(segment)
+    async with call_in_flight():
         await store.create(_rec(3), b"three")
     await store.create(_rec(4), b"four")
     assert len(failed) == 2  # the third went to the kernel too
@@ -249,11 +230,9 @@ async def test_a_kernel_synced_append_cancelled_during_its_sync_still_lands(
     while the loop holds back its reaping: a thread waits for the sync's end in
     the kernel, indexes the frame and lets go of the locks."""
     gate = _GatedReaper(monkeypatch)
-    store = LocalStore(tmp_path)
-    await store.create(_rec(1), b"one")
-    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    store, segment = await _store_with_one_record(tmp_path)
     lock = store._segs.segment(str(segment)).lock
-    async with _call_in_flight():
+    async with call_in_flight():
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
         await gate.until_held()
         assert lock.locked()
@@ -261,7 +240,7 @@ async def test_a_kernel_synced_append_cancelled_during_its_sync_still_lands(
         with pytest.raises(asyncio.CancelledError):
             await write
         await _wait_until_free(lock)  # the gate is still shut
-    assert _flock_free(segment)
+    assert flock_free(segment)
     assert _kernel_sync.in_flight() == 0
     assert (await store.read(_rec(2)))[0] == b"two"
     with pytest.raises(ObjectExistsError):
@@ -278,11 +257,9 @@ async def test_an_append_cancelled_before_its_sync_reached_the_kernel_still_land
     holding the queue back) is taken off the queue and synced by a thread of its
     own, which indexes the frame and lets go of the locks."""
     monkeypatch.setattr(KernelSyncs, "_flush", lambda _: None)
-    store = LocalStore(tmp_path)
-    await store.create(_rec(1), b"one")
-    segment = next((tmp_path / "t" / "log").glob(".seg-*"))
+    store, segment = await _store_with_one_record(tmp_path)
     lock = store._segs.segment(str(segment)).lock
-    async with _call_in_flight():
+    async with call_in_flight():
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
         for _ in range(1000):
             if _kernel_sync.in_flight():
@@ -297,7 +274,7 @@ async def test_an_append_cancelled_before_its_sync_reached_the_kernel_still_land
         assert syncs._queue == []
         await _wait_until_free(lock)
     assert _kernel_sync.in_flight() == 0
-    assert _flock_free(segment)
+    assert flock_free(segment)
     assert (await store.read(_rec(2)))[0] == b"two"
     await store.aclose()
     fresh = LocalStore(tmp_path)
@@ -318,7 +295,7 @@ def test_an_append_left_pending_when_its_loop_ends_lands_for_the_next_loop(
 
     async def first() -> None:
         await store.create(_rec(1), b"one")
-        async with _call_in_flight():
+        async with call_in_flight():
             # Never awaited: left for asyncio.run to cancel as it ends.
             left.append(asyncio.ensure_future(store.create(_rec(2), b"two")))
             for _ in range(1000):
@@ -330,7 +307,7 @@ def test_an_append_left_pending_when_its_loop_ends_lands_for_the_next_loop(
     asyncio.run(first())
     assert left[0].cancelled()
 
-    async def second() -> list[bytes]:
+    async def second() -> list[bytes | None]:
         await asyncio.wait_for(store.create(_rec(3), b"three"), 10)
         got = await store.read_many([_rec(1), _rec(2), _rec(3)])
         await store.aclose()
@@ -371,7 +348,7 @@ async def test_a_sync_the_kernel_refuses_runs_in_a_thread_and_later_ones_in_work
     assert _kernel_sync.in_flight() == 0
     store = LocalStore(tmp_path)
     await store.create(_rec(1), b"one")
-    async with _call_in_flight():
+    async with call_in_flight():
         hops.clear()
         await store.create(_rec(2), b"two")
     assert hops == ["_finish_append"]
@@ -410,7 +387,7 @@ def test_a_loop_that_cannot_watch_an_eventfd_gets_no_kernel_syncs() -> None:
     caller syncs in workers; nothing is left open."""
 
     class NoReaders(asyncio.SelectorEventLoop):
-        def add_reader(self, *_: Any) -> None:
+        def add_reader(self, *_: Any) -> None:  # type: ignore[override]
             raise NotImplementedError
 
     async def ask() -> KernelSyncs | None:
@@ -437,7 +414,7 @@ async def test_without_kernel_syncs_concurrent_syncs_go_to_workers(
     store = LocalStore(tmp_path, kernel_syncs=why != "turned off")
     await store.create(_rec(1), b"one")
     before = _kernel_sync.submitted()
-    async with _call_in_flight():
+    async with call_in_flight():
         hops.clear()
         await store.create(_rec(2), b"two")
     assert _kernel_sync.submitted() == before
