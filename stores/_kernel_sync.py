@@ -18,14 +18,14 @@ a submission when each went alone. The loop reaps many ends with one
 (``README.md`` has the benchmark's figures).
 
 Each event loop gets its own AIO context (``io_setup``) and ``eventfd``, made on
-first use. A sync's *completion* (the function given to :meth:`KernelSyncs.submit`:
-index the frame, let go of the segment's locks) runs in whichever thread reaps its
-event, normally the loop's; its result then settles the awaiting future. A
-completion must run even if nobody awaits it any more, or the segment's locks
-would stay taken: when the awaiting task is cancelled, or its coroutine is closed
-(a loop closed with the task pending), a daemon thread waits for that sync's end
-in the kernel and runs its completion, or syncs the file itself if the sync had
-not been submitted yet (:meth:`KernelSyncs.wait`).
+first use and freed when the loop is. A sync's *completion* (the function given to
+:meth:`KernelSyncs.submit`: index the frame, let go of the segment's locks) runs in
+whichever thread reaps its event, normally the loop's; its result then settles the
+awaiting future. A completion must run even if nobody awaits it any more, or the
+segment's locks would stay taken: when the awaiting task is cancelled, or its
+coroutine is closed (a loop closed with the task pending), a daemon thread waits for
+that sync's end in the kernel and runs its completion, or syncs the file itself if
+the sync had not been submitted yet (:meth:`KernelSyncs.wait`).
 
 Nothing here is required: where the kernel or a sandbox refuses the context
 (``ENOSYS``, ``EPERM``, ``EAGAIN`` past ``fs.aio-max-nr``), or on an architecture
@@ -63,7 +63,10 @@ _IOCB = struct.Struct("=QIIHhIQQqQII")  # struct iocb: 64 bytes
 _EVENT = struct.Struct("=QQqq")  # struct io_event: data, obj, res, res2
 _CMD_FDSYNC = 3
 _FLAG_RESFD = 1  # signal the eventfd given in the iocb
-_RING = 1024  # asked of io_setup; syncs past the ring's room wait in the queue
+# Asked of io_setup; syncs past the ring's room wait in the queue. The kernel
+# charges about twice this to the system-wide fs.aio-nr (fs.aio-max-nr, 65,536
+# by default, is shared with every other user of AIO on the machine).
+_RING = 256
 _BATCH = 128  # events taken per io_getevents
 # The kernel or a sandbox will not do this at all (a context, or an AIO sync of a
 # file), as opposed to not now (EAGAIN).
