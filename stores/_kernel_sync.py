@@ -64,8 +64,8 @@ _EVENT = struct.Struct("=QQqq")  # struct io_event: data, obj, res, res2
 _CMD_FDSYNC = 3
 _FLAG_RESFD = 1  # signal the eventfd given in the iocb
 # Asked of io_setup; syncs past the ring's room wait in the queue. The kernel
-# charges about twice this to the system-wide fs.aio-nr (fs.aio-max-nr, 65,536
-# by default, is shared with every other user of AIO on the machine).
+# counts it against the machine-wide fs.aio-max-nr (65,536 by default), shared
+# with every other user of AIO on the machine: fs.aio-nr rose by 256 a loop here.
 _RING = 256
 _BATCH = 128  # events taken per io_getevents
 # The kernel or a sandbox will not do this at all (a context, or an AIO sync of a
