@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -382,6 +383,35 @@ async def test_syncs_past_a_full_ring_wait_for_room_and_all_land(
     await store.aclose()
 
 
+def _aio_rings() -> int:
+    """How many AIO contexts this process has mapped (one ring each)."""
+    with open("/proc/self/maps") as maps:
+        return sum("[aio]" in line for line in maps)
+
+
+def test_a_loops_context_is_freed_with_the_loop(tmp_path: Path) -> None:
+    """Each loop that hands syncs to the kernel makes one context, and it goes with
+    the loop: a process running loop after loop (``asyncio.run`` per call) does
+    not pile them up against the machine's ``fs.aio-max-nr``."""
+
+    async def appends(root: Path) -> bool:
+        store = LocalStore(root)
+        for version in (1, 2):
+            await asyncio.gather(
+                *(store.create(_rec(version, f"t{i}"), b"x") for i in range(4))
+            )
+        made = _kernel_sync.for_running_loop() is not None
+        await store.aclose()
+        return made
+
+    gc.collect()
+    before = _aio_rings()
+    for round_ in range(3):
+        assert asyncio.run(appends(tmp_path / str(round_)))
+        gc.collect()
+        assert _aio_rings() == before
+
+
 def test_a_loop_that_cannot_watch_an_eventfd_gets_no_kernel_syncs() -> None:
     """A loop without ``add_reader`` (as some event loops are): no context, the
     caller syncs in workers; nothing is left open."""
@@ -393,13 +423,16 @@ def test_a_loop_that_cannot_watch_an_eventfd_gets_no_kernel_syncs() -> None:
     async def ask() -> KernelSyncs | None:
         return _kernel_sync.for_running_loop()
 
-    fds = len(os.listdir("/proc/self/fd"))
+    gc.collect()  # earlier tests' loops close their descriptors now, not below
+    fds = set(os.listdir("/proc/self/fd"))
+    rings = _aio_rings()
     loop = NoReaders()
     try:
         assert loop.run_until_complete(ask()) is None
     finally:
         loop.close()
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert set(os.listdir("/proc/self/fd")) <= fds
+    assert _aio_rings() == rings
 
 
 @pytest.mark.parametrize("why", ["refused", "turned off"])
