@@ -589,7 +589,7 @@ class _Segment:
                 except FileNotFoundError:
                     st = None
                 except BaseException:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    self.unlock_after_write(fd, keep_lock=True)
                     raise
                 if st is None or st.st_ino != self._fd_ino:
                     self.drop_fd()  # unlinked (emptied), perhaps created again
@@ -599,20 +599,26 @@ class _Segment:
                     # backup copied over it) keeps its inode.
                     self.refresh(fd, st=st)
                 except BaseException:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    self.unlock_after_write(fd, keep_lock=True)
                     raise
                 return fd
         except BaseException:
             lock.release()
             raise
 
-    def unlock_after_write(self, fd: int | None) -> None:
-        """Let go of what :meth:`lock_for_write` took (``fd``: what it returned)."""
+    def unlock_after_write(self, fd: int | None, *, keep_lock: bool = False) -> None:
+        """Let go of what :meth:`lock_for_write` took (``fd``: what it returned).
+
+        ``keep_lock`` lets go of the ``flock`` alone.
+        """
         try:
-            if fd is not None and self.fd == fd:  # not closed meanwhile (unlinked)
+            # Not if the descriptor was closed meanwhile (an unlink): its number
+            # may name another file by now.
+            if fd is not None and self.fd == fd:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            self.lock.release()
+            if not keep_lock:
+                self.lock.release()
 
     def append(self, fd: int, kind: int, name: str, data: bytes) -> bool:
         """Append one frame (the caller holds the lock) and make it durable.
