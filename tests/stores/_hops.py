@@ -92,3 +92,13 @@ def flock_free(path: Path) -> bool:
     finally:
         os.close(fd)  # lets go of the lock with the file
     return True
+
+
+async def until(done: Callable[[], object], what: str, *, pause: float = 0.01) -> None:
+    """Wait, letting the loop run, until ``done()`` is true: 1,000 checks ``pause``
+    seconds apart at most, then an ``AssertionError`` naming ``what``."""
+    for _ in range(1000):
+        if done():
+            return
+        await asyncio.sleep(pause)
+    raise AssertionError(f"never: {what}")

@@ -39,6 +39,7 @@ from tests.stores._hops import (
     count_hops,
     flock_free,
     held_elsewhere,
+    until,
 )
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
 
@@ -182,11 +183,7 @@ class _GatedSync:
         self._real(fd)
 
     async def until_entered(self) -> None:
-        for _ in range(1000):
-            if self.entered.is_set():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("the sync never started in a worker")
+        await until(self.entered.is_set, "the sync started in a worker")
 
     def open(self) -> None:
         self._release.set()
@@ -276,10 +273,7 @@ async def test_a_concurrent_append_cancelled_during_its_sync_still_lands(
             await write
         assert lock.locked()
         sync.open()
-        for _ in range(1000):
-            if not lock.locked():
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: not lock.locked(), "the segment's lock let go of")
     assert not lock.locked()
     assert flock_free(segment)
     assert (await store.read(_rec(2)))[0] == b"two"

@@ -31,6 +31,7 @@ from tests.stores._hops import (
     call_in_flight,
     count_hops,
     flock_free,
+    until,
 )
 
 if TYPE_CHECKING:
@@ -76,11 +77,7 @@ class _GatedReaper:
         monkeypatch.setattr(KernelSyncs, "_on_ready", gated)
 
     async def until_held(self) -> None:
-        for _ in range(1000):
-            if self.held:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("no sync ended in the kernel")
+        await until(lambda: self.held, "a sync ended in the kernel")
 
     def open(self) -> None:
         self.is_open = True
@@ -94,14 +91,6 @@ async def _store_with_one_record(tmp_path: Path) -> tuple[LocalStore, Path]:
     store = LocalStore(tmp_path)
     await store.create(_rec(1), b"one")
     return store, next((tmp_path / "t" / "log").glob(".seg-*"))
-
-
-async def _wait_until_free(lock: threading.Lock) -> None:
-    for _ in range(1000):
-        if not lock.locked():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the segment's lock was never let go of")
 
 
 async def test_concurrent_appends_hand_their_syncs_to_the_kernel(
@@ -241,7 +230,9 @@ async def test_a_kernel_synced_append_cancelled_during_its_sync_still_lands(
         write.cancel()
         with pytest.raises(asyncio.CancelledError):
             await write
-        await _wait_until_free(lock)  # the gate is still shut
+        await until(
+            lambda: not lock.locked(), "the segment's lock let go of"
+        )  # the gate is still shut
     assert flock_free(segment)
     assert _kernel_sync.in_flight() == 0
     assert (await store.read(_rec(2)))[0] == b"two"
@@ -263,10 +254,7 @@ async def test_an_append_cancelled_before_its_sync_reached_the_kernel_still_land
     lock = store._segs.segment(str(segment)).lock
     async with call_in_flight():
         write = asyncio.ensure_future(store.create(_rec(2), b"two"))
-        for _ in range(1000):
-            if _kernel_sync.in_flight():
-                break
-            await asyncio.sleep(0.001)
+        await until(_kernel_sync.in_flight, "a sync queued", pause=0.001)
         syncs = _kernel_sync.for_running_loop()
         assert syncs is not None
         assert len(syncs._queue) == 1
@@ -274,7 +262,7 @@ async def test_an_append_cancelled_before_its_sync_reached_the_kernel_still_land
         with pytest.raises(asyncio.CancelledError):
             await write
         assert syncs._queue == []
-        await _wait_until_free(lock)
+        await until(lambda: not lock.locked(), "the segment's lock let go of")
     assert _kernel_sync.in_flight() == 0
     assert flock_free(segment)
     assert (await store.read(_rec(2)))[0] == b"two"
@@ -300,11 +288,10 @@ def test_an_append_left_pending_when_its_loop_ends_lands_for_the_next_loop(
         async with call_in_flight():
             # Never awaited: left for asyncio.run to cancel as it ends.
             left.append(asyncio.ensure_future(store.create(_rec(2), b"two")))
-            for _ in range(1000):
-                if _kernel_sync.in_flight():
-                    return  # submitted: left to the loop's end
-                await asyncio.sleep(0.001)
-            raise AssertionError("the append never reached the kernel")
+            # Once submitted, it is left to the loop's end.
+            await until(
+                _kernel_sync.in_flight, "the append reached the kernel", pause=0.001
+            )
 
     asyncio.run(first())
     assert left[0].cancelled()
