@@ -311,14 +311,12 @@ class KernelSyncs:
             done += got
             _count(0, got)
         for op in queue[done:]:
-            del self._ops[op.key]
-            self._in_thread(op)
+            self._sync_in_thread(op)
 
-    def _in_thread(self, op: _Op[Any]) -> None:
-        """Sync ``op`` in a thread of its own, then run its completion there."""
-        threading.Thread(
-            target=self._sync_here, args=(op,), name="agent-journal-sync", daemon=True
-        ).start()
+    def _sync_in_thread(self, op: _Op[Any]) -> None:
+        """Sync ``op`` (not in the kernel) and complete it, in a thread of its own."""
+        del self._ops[op.key]
+        _daemon(self._sync_here, op, "agent-journal-sync")
 
     def _sync_here(self, op: _Op[Any]) -> None:
         try:
@@ -349,15 +347,9 @@ class KernelSyncs:
                         self._queue.remove(op)
                         op.queued = False
                 if queued:
-                    del self._ops[op.key]
-                    self._in_thread(op)
+                    self._sync_in_thread(op)
                 elif op.key in self._ops:  # in the kernel (else a thread has it)
-                    threading.Thread(
-                        target=self._wait_out,
-                        args=(op,),
-                        name="agent-journal-orphaned-sync",
-                        daemon=True,
-                    ).start()
+                    _daemon(self._wait_out, op, "agent-journal-orphaned-sync")
             raise
 
     def _on_ready(self) -> None:
@@ -388,19 +380,13 @@ class KernelSyncs:
         With ``until``, wait in the kernel until that sync has ended.
         """
         abi, events, long = self._abi, self._events, self._long
+        # Waiting for ``until``, a bounded wait: it is checked again now and then,
+        # should its end be reaped by another thread.
+        least, timeout = (0, self._no_wait) if until is None else (1, self._a_while)
         while until is None or not until.finished:
-            if until is None:
-                got = abi.call(
-                    abi.getevents, self._ctx, long(0), long(_BATCH), events,
-                    self._no_wait,
-                )  # fmt: skip
-            else:
-                # A bounded wait: ``until`` is checked again now and then, should
-                # its end be reaped by another thread.
-                got = abi.call(
-                    abi.getevents, self._ctx, long(1), long(_BATCH), events,
-                    self._a_while,
-                )  # fmt: skip
+            got = abi.call(
+                abi.getevents, self._ctx, long(least), long(_BATCH), events, timeout
+            )
             if got < 0:
                 if abi.errno() == errno.EINTR:
                     continue
@@ -442,6 +428,10 @@ class KernelSyncs:
                     self._reap(op)
         self._abi.call(self._abi.destroy, self._ctx)
         os.close(self._efd)
+
+
+def _daemon(run: Callable[[_Op[Any]], None], op: _Op[Any], name: str) -> None:
+    threading.Thread(target=run, args=(op,), name=name, daemon=True).start()
 
 
 def _after_fork() -> None:

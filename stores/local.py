@@ -931,7 +931,7 @@ class LocalStore(ObjectStore):
                     begun = self._attempt_write(self._begin_append, *args)
                     pending = None if begun is None else begun[0]
                     if pending is not None:
-                        if self.kernel_syncs and pending.sync_fd is not None:
+                        if self.kernel_syncs:
                             synced = await self._kernel_synced(args[0], pending)
                             if synced is not None:
                                 return cast("_T", synced[0])
@@ -952,8 +952,9 @@ class LocalStore(ObjectStore):
     ) -> tuple[str] | None:
         """Finish ``pending`` with its sync done by the kernel: ``(etag,)``.
 
-        None when this loop cannot have kernel syncs, or the kernel refused this
-        one (nothing was submitted): the caller hands the sync to a worker.
+        None when this loop cannot have kernel syncs, the append needs its
+        directory synced too (a segment's first), or the kernel refused this one
+        (nothing was submitted): the caller hands the sync to a worker.
         """
         syncs = kernel_syncs_here()
         fd = pending.sync_fd
