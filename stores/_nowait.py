@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WouldBlock",
+    "acquire",
     "active",
     "attempt",
     "held",
@@ -154,19 +155,26 @@ def read_whole(path: str) -> bytes:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def held(lock: threading.Lock) -> Iterator[None]:
-    """Hold ``lock``; in no-wait mode only if it is free now.
+def acquire(lock: threading.Lock) -> None:
+    """Take ``lock``; in no-wait mode only if it is free now.
 
     Raises:
         WouldBlock: In no-wait mode, when another thread holds it.
     """
     if not getattr(_state, "on", False):
-        with lock:
-            yield
-        return
-    if not lock.acquire(blocking=False):
+        lock.acquire()
+    elif not lock.acquire(blocking=False):
         raise WouldBlock("lock held by another thread")
+
+
+@contextlib.contextmanager
+def held(lock: threading.Lock) -> Iterator[None]:
+    """Hold ``lock`` (taken by :func:`acquire`) for the block.
+
+    Raises:
+        WouldBlock: In no-wait mode, when another thread holds it.
+    """
+    acquire(lock)
     try:
         yield
     finally:

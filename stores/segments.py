@@ -112,7 +112,7 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from stores._files import DEFAULT_LOCK_TIMEOUT, flock_within, fsync_dir, write_temp
-from stores._nowait import WouldBlock, active, held, pread, pread_buffer
+from stores._nowait import WouldBlock, acquire, active, held, pread, pread_buffer
 from stores._statx import FileStatus, fd_status, path_status
 
 if TYPE_CHECKING:
@@ -562,11 +562,7 @@ class _Segment:
         is written, with nothing held.
         """
         lock = self.lock
-        if active():
-            if not lock.acquire(blocking=False):
-                raise WouldBlock("lock held by another thread")
-        else:
-            lock.acquire()
+        acquire(lock)
         try:
             while True:
                 fd = self.fd
