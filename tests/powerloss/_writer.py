@@ -69,6 +69,23 @@ def is_big(index: int, blob_every: int) -> bool:
     return blob_every > 0 and index % blob_every == blob_every - 1
 
 
+async def append_acked(w: ThreadWriter, batch: str, text: str, tag: str = "") -> None:
+    """Append one user message as ``batch``; print ``ack [TAG ]VERSION BATCH``.
+
+    A writer whose renewals fall behind stops before its lease could expire
+    (README, "No interleaving writers"): by design, not a failure. It prints
+    ``stopped [TAG ]REASON`` and idles until it is killed.
+    """
+    prefix = f"{tag} " if tag else ""
+    try:
+        rec = await w.append([MessageAppended(Msg("user", text))], batch_id=batch)
+    except FencedError as exc:
+        out(f"stopped {prefix}{exc}")
+        await asyncio.sleep(3600)
+        raise
+    out(f"ack {prefix}{rec.version} {batch}")
+
+
 async def journal_writer(cfg: dict[str, Any]) -> None:
     key = ThreadKey(**cfg["key"])
     kek = cfg.get("kek")
@@ -90,15 +107,7 @@ async def journal_writer(cfg: dict[str, Any]) -> None:
     i = 0
     while True:
         batch = f"{cfg['round']}-{i}"
-        message = Msg("user", text_of(batch, is_big(i, blob_every)))
-        try:
-            rec = await w.append([MessageAppended(message)], batch_id=batch)
-        except FencedError as exc:
-            # A writer whose renewals fall behind stops before its lease could
-            # expire (README, "No interleaving writers"): by design, not a failure.
-            out(f"stopped {exc}")
-            await asyncio.sleep(3600)
-        out(f"ack {rec.version} {batch}")
+        await append_acked(w, batch, text_of(batch, is_big(i, blob_every)))
         if retain_every and i % retain_every == retain_every - 1:
             await j.retain(key, window=0)
         i += 1
@@ -163,13 +172,7 @@ async def many_writer(cfg: dict[str, Any]) -> None:
         n = 0
         while True:
             batch = f"{cfg['round']}-{index}-{n}"
-            message = Msg("user", text_of(batch, big=False))
-            try:
-                rec = await w.append([MessageAppended(message)], batch_id=batch)
-            except FencedError as exc:
-                out(f"stopped {index} {exc}")
-                await asyncio.sleep(3600)
-            out(f"ack {index} {rec.version} {batch}")
+            await append_acked(w, batch, text_of(batch, big=False), str(index))
             acks += 1
             if acks % kernel_every == 0:
                 out(f"kernel {submitted()}")
