@@ -12,7 +12,7 @@ from tests.journal._procs import Child
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from tests.powerloss._lazyfs import LazyFS
 
@@ -107,3 +107,37 @@ def rounds(
     finally:
         if spare is not None:
             spare.close()
+
+
+def round_batches(
+    new: list[str],
+    fenced_at: int | None,
+    after: int,
+    batch: Callable[[int], str],
+    acked: int,
+    where: str,
+) -> list[str]:
+    """Check that a round's records are its fence, then its batches in order, at most
+    one of them (the last) unacknowledged; return the batches.
+
+    Args:
+        new: The batch ids of the records past version ``after``, "" for a fence.
+        fenced_at: The fence's version, if the writer printed it (None: cut
+            before that, when at most the fence can have landed).
+        after: The head before the round.
+        batch: The round's n-th batch id.
+        acked: How many appends the writer acknowledged.
+        where: Names the round in failure messages.
+    """
+    if new and fenced_at is not None:
+        assert after + 1 == fenced_at, where
+        assert new[0] == "", where
+        new = new[1:]
+    elif new:
+        assert new == [""], f"{where}: records {new} without a fence"
+        new = []
+    assert new == [batch(n) for n in range(len(new))], where
+    assert acked <= len(new) <= acked + 1, (
+        f"{where}: {acked} acknowledged, {len(new)} in the log"
+    )
+    return new

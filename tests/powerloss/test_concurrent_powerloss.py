@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from journal import Journal, LeaseAcquired, MessageAppended
-from tests.powerloss._harness import rounds
+from tests.powerloss._harness import round_batches, rounds
 from tests.powerloss._writer import many_key, text_of
 from tests.powerloss.conftest import SEED
 from tests.powerloss.test_journal_powerloss import ALLOWED_WARNINGS
@@ -159,18 +159,13 @@ async def _check_thread(
         )
     # The thread is a prefix of what this round committed to it: its fence, then
     # its batches in order, at most one of them (the last) unacknowledged.
-    new = [thread.batches[v] for v in range(thread.head + 1, head + 1)]
-    if new and fence is not None:
-        assert thread.head + 1 == fence[0], where
-        assert new[0] == "", where
-        new = new[1:]
-    elif new:
-        # Cut before the fence was printed: at most the fence can have landed.
-        assert new == [""], f"{where}: records {new} without a fence"
-        new = []
-    assert new == [f"{round_}-{index}-{n}" for n in range(len(new))], where
-    assert len(acks) <= len(new) <= len(acks) + 1, (
-        f"{where}: {len(acks)} acknowledged, {len(new)} in the log"
+    new = round_batches(
+        [thread.batches[v] for v in range(thread.head + 1, head + 1)],
+        None if fence is None else fence[0],
+        thread.head,
+        lambda n: f"{round_}-{index}-{n}",
+        len(acks),
+        where,
     )
     thread.hashes.update((r.version, r.hash) for r in records)
     thread.head = head

@@ -28,7 +28,7 @@ import pytest
 
 from journal import Journal, LeaseAcquired, MessageAppended, Msg, ThreadKey
 from journal.crypto import StaticKeys
-from tests.powerloss._harness import MAX_DELAY, rounds
+from tests.powerloss._harness import MAX_DELAY, round_batches, rounds
 from tests.powerloss._writer import is_big, text_of
 from tests.powerloss.conftest import SEED
 
@@ -225,18 +225,13 @@ async def _check_round(
         )
         # The log is a prefix of what this round committed: its fence, then its
         # batches in order, at most one of them (the last) unacknowledged.
-        new = [ledger.batches[v] for v in range(ledger.head + 1, head + 1)]
-        if new and ready is not None:
-            assert ledger.head + 1 == ready[0], where
-            assert new[0] == "", where
-            new = new[1:]
-        elif new:
-            # Cut before the ready line: at most the fence can have landed.
-            assert new == [""], f"{where}: records {new} without a fence"
-            new = []
-        assert new == [f"{round_}-{i}" for i in range(len(new))], where
-        assert len(acks) <= len(new) <= len(acks) + 1, (
-            f"{where}: {len(acks)} acknowledged, {len(new)} in the log"
+        new = round_batches(
+            [ledger.batches[v] for v in range(ledger.head + 1, head + 1)],
+            None if ready is None else ready[0],
+            ledger.head,
+            lambda n: f"{round_}-{n}",
+            len(acks),
+            where,
         )
         ledger.in_flight += len(new) - len(acks)
         ledger.acked += len(acks)
