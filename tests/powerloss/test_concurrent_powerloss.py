@@ -28,16 +28,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from journal import Journal, LeaseAcquired, MessageAppended
-from tests.powerloss._harness import round_batches, rounds
+from journal import Journal
+from tests.powerloss._harness import (
+    assert_verify_clean,
+    check_records,
+    message_of,
+    round_batches,
+    rounds,
+)
 from tests.powerloss._writer import many_key, text_of
 from tests.powerloss.conftest import SEED
-from tests.powerloss.test_journal_powerloss import ALLOWED_WARNINGS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from journal import Record, ThreadKey
+    from journal import ThreadKey
     from tests.powerloss._harness import Writer
     from tests.powerloss._lazyfs import LazyFS
 
@@ -103,11 +108,8 @@ class Report:
         return report
 
 
-def _message(record: Record) -> str | None:
-    for event in record.events:
-        if isinstance(event, MessageAppended):
-            return event.message.text
-    return None
+def _text(batch: str) -> str:
+    return text_of(batch, big=False)
 
 
 async def _check_thread(
@@ -134,7 +136,7 @@ async def _check_thread(
             f"{where}: acknowledged version {version} is {record.batch_id!r}, "
             f"not {batch!r}"
         )
-        assert _message(record) == text_of(batch, big=False), (
+        assert message_of(record) == _text(batch), (
             f"{where}: acknowledged version {version} has the wrong content"
         )
     assert head >= thread.head, f"{where}: head {head} < earlier head {thread.head}"
@@ -145,18 +147,7 @@ async def _check_thread(
             f"{where}: the writer's epoch {fence[1]} is not above {thread.epoch}"
         )
         thread.know(fence[0], "", where)
-    for record in records:
-        seen = thread.hashes.get(record.version)
-        assert seen in (None, record.hash), (
-            f"{where}: version {record.version} changed after an earlier cut"
-        )
-        if any(isinstance(e, LeaseAcquired) for e in record.events):
-            thread.know(record.version, "", where)
-            continue
-        thread.know(record.version, record.batch_id, where)
-        assert _message(record) == text_of(record.batch_id, big=False), (
-            f"{where}: version {record.version} has the wrong content"
-        )
+    check_records(thread, records, _text, where)
     # The thread is a prefix of what this round committed to it: its fence, then
     # its batches in order, at most one of them (the last) unacknowledged.
     new = round_batches(
@@ -171,12 +162,7 @@ async def _check_thread(
     thread.head = head
     thread.epoch = max([thread.epoch, *(r.epoch for r in records)])
 
-    report = await j.verify(thread.key)
-    assert report.ok, f"{where}: verify problems {report.problems}"
-    odd = [
-        w for w in report.warnings if not any(a in w.message for a in ALLOWED_WARNINGS)
-    ]
-    assert not odd, f"{where}: undocumented verify warnings {odd}"
+    assert_verify_clean(await j.verify(thread.key), where)
     state = await j.load(thread.key)
     assert state.version == head, where
     expected = [text_of(b, big=False) for v, b in sorted(thread.batches.items()) if b]

@@ -26,16 +26,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from journal import Journal, LeaseAcquired, MessageAppended, Msg, ThreadKey
+from journal import Journal, MessageAppended, Msg, ThreadKey
 from journal.crypto import StaticKeys
-from tests.powerloss._harness import MAX_DELAY, round_batches, rounds
+from tests.powerloss._harness import (
+    MAX_DELAY,
+    assert_verify_clean,
+    check_records,
+    round_batches,
+    rounds,
+)
 from tests.powerloss._writer import is_big, text_of
 from tests.powerloss.conftest import SEED
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from journal import Record
     from tests.powerloss._lazyfs import LazyFS
 
 pytestmark = pytest.mark.powerloss
@@ -47,23 +52,6 @@ ROUNDS_PER_THREAD = 20
 
 def _key(round_: int) -> ThreadKey:
     return ThreadKey("powerloss", f"session-{round_ // ROUNDS_PER_THREAD}", user_id="u")
-
-
-# What verify may say after a power cut (docs/FORMAT.md, README "Guarantees"): an
-# interrupted write leaves a temporary file; the unsynced hint may be lost or name a
-# checkpoint that was not synced, and such a checkpoint may be torn or lack a chunk;
-# a lease renewed without a sync may be torn; an interrupted retention leaves records
-# behind.
-ALLOWED_WARNINGS = (
-    "temporary file left by an interrupted write",
-    "LAST_CHECKPOINT points at a missing checkpoint",
-    "below the retention point",
-    # Checkpoints are derived data written without a sync: one may be torn.
-    "checkpoint (derived, written unsynced)",
-    # A holder renews its own lease without a sync: the power cut that ended it may
-    # leave LEASE torn, which proves no holder (the fence decides epochs).
-    "LEASE is damaged, unreadable",
-)
 
 
 @dataclass(frozen=True)
@@ -157,21 +145,6 @@ def _retained_from(root: Path, key: ThreadKey) -> int:
     return int(json.loads(marker.read_bytes())["checkpoint"])
 
 
-def _message(record: Record) -> str | None:
-    for event in record.events:
-        if isinstance(event, MessageAppended):
-            return event.message.text
-    return None
-
-
-def _assert_verify_clean(report: Any, where: str) -> None:
-    assert report.ok, f"{where}: verify problems {report.problems}"
-    odd = [
-        w for w in report.warnings if not any(a in w.message for a in ALLOWED_WARNINGS)
-    ]
-    assert not odd, f"{where}: undocumented verify warnings {odd}"
-
-
 async def _check_round(
     root: Path,
     ledger: Ledger,
@@ -207,18 +180,7 @@ async def _check_round(
             ledger.know(ready[0], "", where)
         for version, batch in acks:
             ledger.know(version, batch, where)
-        for record in records:
-            seen = ledger.hashes.get(record.version)
-            assert seen in (None, record.hash), (
-                f"{where}: version {record.version} changed after an earlier cut"
-            )
-            if any(isinstance(e, LeaseAcquired) for e in record.events):
-                ledger.know(record.version, "", where)
-                continue
-            ledger.know(record.version, record.batch_id, where)
-            assert _message(record) == ledger.text(record.batch_id), (
-                f"{where}: version {record.version} has the wrong content"
-            )
+        check_records(ledger, records, ledger.text, where)
         assert set(ledger.batches) >= set(range(1, head + 1)), (
             f"{where}: versions {sorted(set(range(1, head + 1)) - set(ledger.batches))}"
             " were removed before anyone saw them"
@@ -242,7 +204,7 @@ async def _check_round(
         if ready is not None:
             ledger.epoch = max(ledger.epoch, ready[1])
 
-        _assert_verify_clean(await j.verify(key), f"{where}, after the cut")
+        assert_verify_clean(await j.verify(key), f"{where}, after the cut")
         state = await j.load(key)
         assert state.version == head, where
         batches = [ledger.batches[v] for v in range(1, head + 1)]
@@ -271,7 +233,7 @@ async def _check_round(
         ledger.head = rec.version
         async for r in j.records(key, start=fence):
             ledger.hashes[r.version] = r.hash
-        _assert_verify_clean(await j.verify(key), f"{where}, after the next writer")
+        assert_verify_clean(await j.verify(key), f"{where}, after the next writer")
     finally:
         await j.aclose()
 
