@@ -20,6 +20,19 @@ if TYPE_CHECKING:
     import pytest
 
 
+def record_syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of each ``os.fdatasync`` from now on, by name."""
+    seen: list[str] = []
+    real = os.fdatasync
+
+    def recorded(fd: int) -> None:
+        seen.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", recorded)
+    return seen
+
+
 def count_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the store functions run in a worker thread from now on (by
     ``run_blocking`` or ``run_io_only``)."""

@@ -39,6 +39,7 @@ from tests.stores._hops import (
     count_hops,
     flock_free,
     held_elsewhere,
+    record_syncs,
     until,
 )
 from tests.stores._segment_child import PUT, encode_frame, parse_segment
@@ -83,15 +84,7 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.fixture
 def syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The thread of each ``fdatasync``, by name."""
-    seen: list[str] = []
-    real = os.fdatasync
-
-    def recorded(fd: int) -> None:
-        seen.append(threading.current_thread().name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", recorded)
-    return seen
+    return record_syncs(monkeypatch)
 
 
 async def test_quiet_writes_run_on_the_loop_and_still_sync(

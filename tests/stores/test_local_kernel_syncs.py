@@ -31,6 +31,7 @@ from tests.stores._hops import (
     call_in_flight,
     count_hops,
     flock_free,
+    record_syncs,
     until,
 )
 
@@ -103,14 +104,7 @@ async def test_concurrent_appends_hand_their_syncs_to_the_kernel(
     on at the latest (its first may follow an append to another thread)."""
     # A window no stall of a busy machine outlasts: the test checks the rule.
     monkeypatch.setattr(local_module, "_CONCURRENT_WINDOW", 60.0)
-    synced_by_os: list[str] = []
-    real = os.fdatasync
-
-    def recorded(fd: int) -> None:
-        synced_by_os.append(threading.current_thread().name)
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", recorded)
+    synced_by_os = record_syncs(monkeypatch)
     store = LocalStore(tmp_path)
     threads = [f"t{i}" for i in range(8)]
     before = _kernel_sync.submitted()
