@@ -14,13 +14,13 @@ import operator
 import re
 import struct
 import types
-import zlib
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import msgspec
 
 from journal import compression
 from journal import events as ev
+from journal.checksum import crc32
 from journal.errors import CorruptRecordError, InvalidEventError
 from journal.turn_events import TURN_EVENTS
 
@@ -479,7 +479,7 @@ def _content_digest(envelopes: Sequence[Envelope]) -> bytes:
 
 def _frame(magic: bytes, body: bytes, trailer: bytes = b"") -> bytes:
     head = _HEADER.pack(magic, len(body))
-    crc = zlib.crc32(trailer, zlib.crc32(body, zlib.crc32(head)))
+    crc = crc32(trailer, crc32(body, crc32(head)))
     return b"".join((head, body, trailer, _CRC.pack(crc)))
 
 
@@ -499,7 +499,7 @@ def _frame_end(
     if len(raw) < minimum:
         raise ValueError(f"{what} is truncated ({len(raw)} bytes)")
     (crc,) = _CRC.unpack_from(raw, len(raw) - _CRC.size)
-    if zlib.crc32(memoryview(raw)[: -_CRC.size]) != crc:
+    if crc32(memoryview(raw)[: -_CRC.size]) != crc:
         raise ValueError(f"{what} checksum mismatch")
     found, length = _HEADER.unpack_from(raw)
     if found != magic:
@@ -1163,39 +1163,57 @@ def _message_body_decoder() -> msgspec.msgpack.Decoder[Any]:
     return _message_decoder
 
 
-class SpanRecord(NamedTuple):
-    """What :func:`parse_messages` reads of one record."""
+class SpanRun(NamedTuple):
+    """What :func:`parse_messages` read of a run of consecutive records."""
 
-    prev_hash: bytes | memoryview
-    """The stored hash of the record before it (not recomputed)."""
-    hash: bytes | memoryview
-    """Its stored hash (not recomputed)."""
+    read: int
+    """How many records it read, from the first given: all of them, or up to the
+    first that needs the general path or does not chain on the one before."""
+    prev_hash: bytes
+    """The stored ``prev_hash`` of the first record read (empty when none was)."""
+    hash: bytes
+    """The stored hash of the last record read (not recomputed; empty when none
+    was)."""
     epoch: int
-    """The writer's fencing epoch."""
-    messages: list[ev.Msg]
-    """The messages its events add to the context, in order."""
+    """The last record's fencing epoch (0 when none was read)."""
+    broken: bool
+    """The record after the last read is whole but its ``prev_hash`` is not the
+    stored hash of the one before it: the chain is broken there."""
+
+
+_NO_RUN = SpanRun(0, b"", b"", 0, False)
 
 
 def parse_messages(
-    raws: Sequence[bytes | memoryview], first: int, *, label: str
-) -> list[SpanRecord | None]:
-    """Check records' checksums; decode only the messages they add.
+    raws: Sequence[bytes | memoryview],
+    first: int,
+    *,
+    label: str,
+    messages: list[ev.Msg],
+    ends: list[int],
+) -> SpanRun:
+    """Check records' checksums and chain; decode only the messages they add.
 
     For reading the messages a checkpoint's log span names: one decode per record,
     and no :class:`Record` built. ``raws`` are the stored bytes of the records
-    ``first``, ``first + 1``, ... (or views of them). For each, a
-    :class:`SpanRecord`: its stored chain fields, epoch and the messages its events
-    add to the context, in order
-    (:func:`journal.events.message_added`); or None when it needs the general path
-    (:func:`parse_record` then :func:`materialize`): it is encrypted, keeps a
-    message event in a blob or at an older schema, or holds an event type this
-    process has not registered.
+    ``first``, ``first + 1``, ... (or views of them). The messages each record's
+    events add to the context (:func:`journal.events.message_added`) are appended
+    to ``messages``, in order, and after each record the length of ``messages``
+    to ``ends``: nothing is built per record that the caller would hold (a tuple
+    or list per record would be tracked by the cyclic collector, which would then
+    rescan them all once the load lets it run again).
+
+    Reading stops before the first record that needs the general path
+    (:func:`parse_record` then :func:`materialize`): encrypted, keeping a message
+    event in a blob or at an older schema, or holding an event type this process
+    has not registered; and before one whose ``prev_hash`` is not the stored hash
+    of the record before it (``broken``). The caller checks that the first
+    record's ``prev_hash`` continues what came before.
 
     Each record's framing, CRC-32, format and version are checked, as
     :func:`parse_record` does, but not its SHA-256: like the checkpoint that names
     them, these reads guard against damage, not forgery (the CRC covers every
-    byte; ``verify`` checks the hash chain). The caller checks that each record's
-    ``prev_hash`` is the stored hash of the one before.
+    byte; ``verify`` checks the hash chain).
 
     Raises:
         CorruptRecordError: A check failed, naming the thread and version.
@@ -1205,14 +1223,16 @@ def parse_messages(
     # tuple built in C and the view reused: 20 threads of 101 records).
     decode = _message_body_decoder().decode
     message_type, raw_type, added = ev.MessageAppended, msgspec.Raw, ev.message_added
-    header, crc_at, crc32 = _HEADER.unpack_from, _CRC.unpack_from, zlib.crc32
+    header, crc_at, checksum = _HEADER.unpack_from, _CRC.unpack_from, crc32
     head_size, crc_size, plain_magic = _HEADER.size, _CRC.size, RECORD_MAGIC
     overhead = head_size + 32 + crc_size  # header, stored hash, checksum
-    span_record = tuple.__new__  # SpanRecord's own __new__ is a Python function
-    out: list[SpanRecord | None] = []
+    append, end_at = messages.append, ends.append
+    count, epoch, broken = 0, 0, False
+    first_prev: bytes = b""
+    digest: bytes | memoryview = b""
     for version, raw in enumerate(raws, first):
         size = len(raw)
-        digest: bytes | memoryview
+        stored_hash: bytes | memoryview
         try:
             magic, length = header(raw) if size >= head_size else (b"", -1)
             if magic == plain_magic:
@@ -1220,41 +1240,46 @@ def parse_messages(
                 end = size - 32 - crc_size
                 if (
                     length + overhead != size
-                    or crc32(view[: size - crc_size]) != crc_at(raw, end + 32)[0]
+                    or checksum(view[: size - crc_size]) != crc_at(raw, end + 32)[0]
                 ):
                     _frame_end(RECORD_MAGIC, raw, 32, "record")  # names the damage
                 body_bytes: bytes | memoryview = view[head_size:end]
-                digest = view[end : end + 32]
+                stored_hash = view[end : end + 32]
             elif magic == RECORD_ZMAGIC:
-                stored, digest = _unframe(RECORD_ZMAGIC, bytes(raw), 32, "record")
+                stored, stored_hash = _unframe(RECORD_ZMAGIC, bytes(raw), 32, "record")
                 body_bytes = compression.decompress(stored)
             else:
-                out.append(None)  # encrypted, or damage parse_record will name
-                continue
+                break  # encrypted, or damage parse_record will name
             try:
                 body = decode(body_bytes)
             except msgspec.ValidationError:
                 # An unknown type, a message event at an older schema or in a blob:
                 # the general path tells which, and reads it or names it.
-                out.append(None)
-                continue
+                break
         except (ValueError, msgspec.DecodeError) as exc:
             raise CorruptRecordError(label, version, str(exc)) from None
         except RecursionError:
             raise CorruptRecordError(label, version, _TOO_DEEP) from None
         if body.format != FORMAT_VERSION or body.version != version:
-            out.append(None)  # parse_record names what is wrong
-            continue
-        messages: list[ev.Msg] = []
+            break  # parse_record names what is wrong
+        if count:
+            if body.prev_hash != digest:
+                broken = True
+                break
+        else:
+            first_prev = body.prev_hash
         for envelope in body.events:
             data = envelope.data
             if type(data) is message_type:
-                messages.append(data.message)
+                append(data.message)
             elif type(data) is not raw_type and (message := added(data)) is not None:
-                messages.append(message)
-        fields = (body.prev_hash, digest, body.epoch, messages)
-        out.append(span_record(SpanRecord, fields))
-    return out
+                append(message)
+        end_at(len(messages))
+        digest, epoch = stored_hash, body.epoch
+        count += 1
+    if not count:
+        return _NO_RUN
+    return SpanRun(count, first_prev, bytes(digest), epoch, broken)
 
 
 # --- checkpoints ----------------------------------------------------------------

@@ -100,12 +100,12 @@ import re
 import struct
 import threading
 import weakref
-import zlib
 from typing import TYPE_CHECKING, cast
 
 import msgspec
 
 from journal import layout
+from journal.checksum import crc32
 from journal.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
@@ -253,9 +253,7 @@ def frame(kind: int, name: str, data: bytes) -> bytes:
     """Encode one frame."""
     raw = name.encode("utf-8")
     head = _HEAD.pack(_MAGIC, kind, len(raw), len(data)) + raw
-    return b"".join(
-        (head, _CRC.pack(zlib.crc32(head)), data, _CRC.pack(zlib.crc32(data)))
-    )
+    return b"".join((head, _CRC.pack(crc32(head)), data, _CRC.pack(crc32(data))))
 
 
 _ID_FRAME_SIZE = _HEAD.size + 4 + 16 + 4
@@ -465,7 +463,7 @@ class _Segment:
         data = memoryview(raw)[: len(raw) - 4]
         head_len = _HEAD.size + int.from_bytes(raw[5:7], "big") + 4
         (crc,) = _CRC.unpack_from(raw, len(raw) - 4)
-        if zlib.crc32(data[head_len:]) == crc:
+        if crc32(data[head_len:]) == crc:
             return False
         start = base + pos
         cut = start
@@ -826,7 +824,7 @@ def _plain_frames(
         Where the run stopped, and the data length of its last frame (-1 when it
         indexed none).
     """
-    unpack, crc_at, crc32 = _HEAD.unpack_from, _CRC.unpack_from, zlib.crc32
+    unpack, crc_at, checksum = _HEAD.unpack_from, _CRC.unpack_from, crc32
     view = memoryview(buf)
     size = len(buf)
     last = -1
@@ -838,7 +836,7 @@ def _plain_frames(
             magic != _MAGIC
             or end + 4 > size
             or (kind != _PUT and kind != _TOMBSTONE)
-            or crc32(view[pos:head_end]) != crc_at(buf, head_end)[0]
+            or checksum(view[pos:head_end]) != crc_at(buf, head_end)[0]
             or buf[end : end + 4] == _ZERO_WORD
         ):
             break
@@ -886,7 +884,7 @@ def _parse(
     if len(buf) < head_end + 4:
         return _NEED
     (head_crc,) = _CRC.unpack_from(buf, head_end)
-    if zlib.crc32(memoryview(buf)[pos:head_end]) != head_crc:
+    if crc32(memoryview(buf)[pos:head_end]) != head_crc:
         return None
     data_at = head_end + 4
     end = data_at + data_len + 4
@@ -952,7 +950,7 @@ def _header_at(buf: bytes | bytearray) -> tuple[int, int, int] | None:
     if magic != _MAGIC or kind not in (_PUT, _TOMBSTONE) or len(buf) < head_end + 4:
         return None
     (crc,) = _CRC.unpack_from(buf, head_end)
-    if zlib.crc32(memoryview(buf)[:head_end]) != crc:
+    if crc32(memoryview(buf)[:head_end]) != crc:
         return None
     return kind, name_len, data_len
 
@@ -1030,7 +1028,7 @@ def inspect_cut(raw: bytes) -> CutTail:
         # Its last few bytes may have been zeros (the cut ends at a non-zero one).
         whole = bytes(raw[:end]) + bytes(max(0, end - len(raw)))
         data = whole[data_at : data_at + data_len]
-        if zlib.crc32(data) == _CRC.unpack_from(whole, end - 4)[0]:
+        if crc32(data) == _CRC.unpack_from(whole, end - 4)[0]:
             return CutTail(name, data, False, f"{what} whose checksums hold")
         short = f", {end - len(raw)} bytes short" if end > len(raw) else ""
         return CutTail(name, None, False, f"{what} whose data checksum fails{short}")
@@ -1043,7 +1041,7 @@ def inspect_cut(raw: bytes) -> CutTail:
     whole = bytes(raw[:end]) + bytes(max(0, end - len(raw)))
     data = whole[data_at : data_at + data_len]
     bad_bit = f"its header checksum fails (one flipped bit, in byte {repaired_at})"
-    if zlib.crc32(data) != _CRC.unpack_from(whole, end - 4)[0]:
+    if crc32(data) != _CRC.unpack_from(whole, end - 4)[0]:
         return CutTail(name, None, False, f"{bad_bit}, and so does its data's")
     return CutTail(
         name,

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_SLICE",
+    "AddedMessages",
     "LogRefs",
     "Snapshot",
     "parse_refs",
@@ -141,13 +142,51 @@ def parse_refs(version: int, refs: list[str]) -> tuple[list[str], dict[str, LogS
     return blobs, spans
 
 
+class AddedMessages:
+    """The messages records add to the context, flat, with each record's range.
+
+    What :func:`read_spans` returns: one list of messages in version order and,
+    per version, where its messages start and stop in it (dicts of integers, which
+    the cyclic collector does not track), instead of a list per record.
+    """
+
+    __slots__ = ("messages", "start", "stop")
+
+    def __init__(self) -> None:
+        self.messages: list[ev.Msg] = []
+        self.start: dict[int, int] = {}
+        self.stop: dict[int, int] = {}
+
+    def __contains__(self, version: int) -> bool:
+        return version in self.stop
+
+    def of(self, version: int) -> list[ev.Msg]:
+        """The messages ``version`` adds, in order."""
+        return self.messages[self.start[version] : self.stop[version]]
+
+    def versions(self) -> list[int]:
+        """The versions read, ascending."""
+        return sorted(self.stop)
+
+    def add(self, first: int, begin: int, ends: list[int]) -> None:
+        """Note the messages records ``first``, ``first + 1``, ... added.
+
+        They lie from ``begin`` up to each of ``ends`` (the list's length after
+        each record).
+        """
+        versions = range(first, first + len(ends))
+        self.stop.update(zip(versions, ends, strict=True))
+        self.start[first] = begin
+        self.start.update(zip(versions[1:], ends, strict=False))
+
+
 async def read_spans(
     log: ThreadLog,
     spans: list[LogSpan],
     provenance: Provenance | None = None,
     heads: dict[int, tuple[bytes, int]] | None = None,
-) -> dict[int, list[ev.Msg]]:
-    """The messages each record of the spans' ranges adds, by version.
+) -> AddedMessages:
+    """The messages each record of the spans' ranges adds.
 
     Overlapping and adjacent ranges are read once, as one run. Each record's
     checksum is checked, none may be missing, and each one's ``prev_hash`` must be
@@ -166,21 +205,29 @@ async def read_spans(
             runs[-1][1] = max(runs[-1][1], last)
         else:
             runs.append([first, last])
-    added: dict[int, list[ev.Msg]] = {}
+    added = AddedMessages()
     for first, last in runs:
         head = await _read_run(log, first, last, added)
         if heads is not None:
             heads[last] = head
     if provenance is not None:
-        for version, messages in added.items():
-            provenance.observe(version, messages)
+        for version in added.versions():
+            provenance.observe(version, added.of(version))
     return added
 
 
+def _broken(log: ThreadLog, version: int) -> ChainBrokenError:
+    return ChainBrokenError(
+        log.label,
+        version,
+        f"hash chain broken: prev_hash does not match version {version - 1}",
+    )
+
+
 async def _read_run(
-    log: ThreadLog, first: int, last: int, added: dict[int, list[ev.Msg]]
+    log: ThreadLog, first: int, last: int, added: AddedMessages
 ) -> tuple[bytes, int]:
-    """Fill ``added`` for records ``first`` to ``last``, checked like a scan.
+    """Add records ``first`` to ``last`` to ``added``, checked like a scan.
 
     Plain records go through :func:`codec.parse_messages` (one decode each, only
     the messages built, checksums but not hashes checked); any other (encrypted,
@@ -191,8 +238,9 @@ async def _read_run(
         The stored hash and the epoch of record ``last``.
     """
     label = log.label
-    prev: bytes | memoryview | None = None
+    prev: bytes | None = None
     epoch = 0
+    messages = added.messages
     for start in range(first, last + 1, READ_BATCH):
         versions = range(start, min(last, start + READ_BATCH - 1) + 1)
         # Views of one read of the segment, not a copy per record: the bytes are
@@ -204,57 +252,56 @@ async def _read_run(
             missing = versions[raw.index(None)]
             raise CorruptRecordError(label, missing, "record is missing")
         stored = cast("list[bytes | memoryview]", raw)
-        with codec.gc_paused():
-            quick = codec.parse_messages(stored, start, label=label)
-        for version, data, found in zip(versions, stored, quick, strict=True):
-            prev_hash: bytes | memoryview
-            if found is not None:
-                prev_hash, digest, epoch, messages = found
-            else:
-                parsed = await log.parse(bytes(data), version, strict=True)
-                record = (await log.materialize([parsed]))[0]
-                prev_hash, digest = parsed.body.prev_hash, parsed.hash
-                epoch = parsed.body.epoch
-                messages = [
-                    m for e in record.events if (m := message_added(e)) is not None
-                ]
-            if prev is not None and prev_hash != prev:
-                raise ChainBrokenError(
-                    label,
+        done = 0
+        while done < len(stored):
+            version = start + done
+            begin, ends = len(messages), cast("list[int]", [])
+            with codec.gc_paused():
+                run = codec.parse_messages(
+                    stored[done:] if done else stored,
                     version,
-                    f"hash chain broken: prev_hash does not match version "
-                    f"{version - 1}",
+                    label=label,
+                    messages=messages,
+                    ends=ends,
                 )
-            prev = digest
-            added[version] = messages
+            if run.read:
+                if prev is not None and run.prev_hash != prev:
+                    raise _broken(log, version)
+                added.add(version, begin, ends)
+                prev, epoch = run.hash, run.epoch
+                done += run.read
+                if run.broken:
+                    raise _broken(log, start + done)
+                continue
+            # Not a plain record of known events: the general path reads it.
+            parsed = await log.parse(bytes(stored[done]), version, strict=True)
+            record = (await log.materialize([parsed]))[0]
+            if prev is not None and parsed.body.prev_hash != prev:
+                raise _broken(log, version)
+            messages.extend(
+                m for e in record.events if (m := message_added(e)) is not None
+            )
+            added.add(version, begin, [len(messages)])
+            prev, epoch = parsed.hash, parsed.body.epoch
+            done += 1
     assert prev is not None  # noqa: S101 - the run holds one record at least
-    return bytes(prev), epoch
+    return prev, epoch
 
 
-def span_messages(
-    log: ThreadLog, span: LogSpan, added: dict[int, list[ev.Msg]]
-) -> list[ev.Msg]:
+def span_messages(log: ThreadLog, span: LogSpan, added: AddedMessages) -> list[ev.Msg]:
     """The messages ``span`` names, from :func:`read_spans`'s result.
 
     Raises:
         CorruptRecordError: The records add fewer messages than it names, or the
             last one adds none of them.
     """
-    out: list[ev.Msg] = []
-    skip, wanted = span.skip, span.count
-    for version in range(span.first, span.last + 1):
-        messages = added[version]
-        if skip:
-            taken = messages[skip : skip + wanted]
-            skip = max(0, skip - len(messages))
-        else:
-            taken = messages[:wanted]
-        out.extend(taken)
-        wanted -= len(taken)
-        if not wanted:
-            if version == span.last:
-                return out
-            break
+    # The span's records lie side by side in ``added.messages``: the slice from
+    # the first one's start, after ``skip``, must hold ``count`` messages and end
+    # inside the last record's.
+    begin = added.start[span.first] + span.skip
+    end = begin + span.count
+    if end <= added.stop[span.last] and end > added.start[span.last]:
+        return added.messages[begin:end]
     raise CorruptRecordError(
         log.label,
         span.last,
@@ -300,7 +347,9 @@ async def read_checkpoint(
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blob_buffers(blobs) if blobs else {}
     added = (
-        await read_spans(log, list(spans.values()), provenance, heads) if spans else {}
+        await read_spans(log, list(spans.values()), provenance, heads)
+        if spans
+        else AddedMessages()
     )
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.

@@ -30,6 +30,7 @@ from journal import (
     ToolCallCompleted,
     ToolCallRequested,
     ToolResultBlock,
+    UnknownEvent,
     codec,
 )
 from journal.checkpoint import SPAN_MAX_RECORDS, SPAN_REWRITES, LogSpan, pack_chunk
@@ -590,19 +591,61 @@ def test_parse_messages_reads_each_records_chain_fields_and_messages(as_views):
         ]
     else:
         given = list(raws)
-    found = codec.parse_messages(given, 1, label="t")
-    for v, (span, record) in enumerate(zip(found, encoded, strict=True), 1):
-        assert isinstance(span, codec.SpanRecord)
-        assert bytes(span.prev_hash) == record.prev_hash
-        assert bytes(span.hash) == record.hash
-        assert span.epoch == 3
-        assert [m.content for m in span.messages] == [
-            f"q{v}",
-            [ToolResultBlock(f"c{v}", f"o{v}")],
-        ]
+    messages: list[Msg] = [Msg("user", "before")]
+    ends: list[int] = []
+    run = codec.parse_messages(given, 1, label="t", messages=messages, ends=ends)
+    assert run == codec.SpanRun(4, encoded[0].prev_hash, encoded[3].hash, 3, False)
+    assert type(run.hash) is bytes  # not a view keeping the segment's buffer
+    # Appended after what the list held, each record's end noted.
+    assert ends == [3, 5, 7, 9]
+    assert [m.content for m in messages[1:3]] == ["q1", [ToolResultBlock("c1", "o1")]]
+    assert [m.content for m in messages[7:]] == ["q4", [ToolResultBlock("c4", "o4")]]
     # A flipped byte in the third record's body is named by its version.
     damaged = bytearray(raws[2])
     damaged[len(damaged) // 2] ^= 1
     with pytest.raises(codec.CorruptRecordError) as caught:
-        codec.parse_messages([raws[0], raws[1], bytes(damaged)], 1, label="t")
+        codec.parse_messages(
+            [raws[0], raws[1], bytes(damaged)], 1, label="t", messages=[], ends=[]
+        )
     assert caught.value.version == 3
+
+
+def test_parse_messages_stops_where_the_chain_breaks_or_the_general_path_starts():
+    raws, encoded = _span_raws(4)
+    # Record 3 from another chain: whole, but its prev_hash is not record 2's hash.
+    other_3 = codec.encode_record(
+        version=3,
+        epoch=3,
+        writer="w",
+        batch_id="x",
+        run_id=None,
+        committed_at=3.0,
+        prev_hash=b"\x01" * 32,
+        events=[MessageAppended(Msg("user", "elsewhere"))],
+    ).data
+    messages: list[Msg] = []
+    ends: list[int] = []
+    run = codec.parse_messages(
+        [raws[0], raws[1], other_3, raws[3]], 1, label="t", messages=messages, ends=ends
+    )
+    assert (run.read, run.broken, run.hash) == (2, True, encoded[1].hash)
+    assert ends == [2, 4]  # nothing of record 3 was added
+    # A record of a type this process does not know: read up to it, not broken.
+    unknown = codec.encode_record(
+        version=2,
+        epoch=3,
+        writer="w",
+        batch_id="u",
+        run_id=None,
+        committed_at=2.0,
+        prev_hash=encoded[0].hash,
+        events=[UnknownEvent("NotRegistered", 1, False, msgspec.msgpack.encode({}))],
+    ).data
+    ends = []
+    run = codec.parse_messages(
+        [raws[0], unknown, raws[2]], 1, label="t", messages=[], ends=ends
+    )
+    assert (run.read, run.broken, ends) == (1, False, [2])
+    # Nothing readable at all: an empty run.
+    run = codec.parse_messages([unknown], 2, label="t", messages=[], ends=[])
+    assert run == codec.SpanRun(0, b"", b"", 0, False)
