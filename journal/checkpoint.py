@@ -346,7 +346,7 @@ class LogSpan(msgspec.Struct, frozen=True):
         found = _LOG_REF.fullmatch(ref)
         if found is None:
             raise ValueError(f"malformed log span reference {ref[:120]!r}")
-        first, skip, last, count = (int(found.group(i)) for i in range(1, 5))
+        first, skip, last, count = map(int, found.group(1, 2, 3, 4))
         if last < first:
             raise ValueError(f"log span reference {ref[:120]!r} ends before it starts")
         return cls(first, skip, last, count, found.group(5))

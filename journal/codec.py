@@ -6,7 +6,6 @@ pure: no I/O, so the replay hot path and the tests exercise it directly.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import hashlib
@@ -25,7 +24,7 @@ from journal.errors import CorruptRecordError, InvalidEventError
 from journal.turn_events import TURN_EVENTS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = [
     "BLOB_THRESHOLD",
@@ -1308,18 +1307,21 @@ def decode_checkpoint(raw: bytes) -> CheckpointBody:
     return body
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
+class gc_paused:
     """Pause the cyclic garbage collector (if it was on) for a bulk decode.
 
     Decoding allocates an object per event, message and block, none of which can
     form a cycle; with a large live state the collector would only rescan it,
-    costing a third of a long replay. Use around synchronous code only.
+    costing a third of a long replay. Use around synchronous code only. A class,
+    not a generator: a load enters it once per batch of records.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+
+    __slots__ = ("_was_enabled",)
+
+    def __enter__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *_: object) -> None:
+        if self._was_enabled:
             gc.enable()

@@ -246,7 +246,7 @@ async def _read_run(
         # Views of one read of the segment, not a copy per record: the bytes are
         # parsed here and dropped.
         raw = await log.store.read_sibling_buffers(
-            log.log_dir, [record_name(v) for v in versions]
+            log.log_dir, list(map(record_name, versions))
         )
         if None in raw:
             missing = versions[raw.index(None)]
@@ -264,6 +264,10 @@ async def _read_run(
                     messages=messages,
                     ends=ends,
                 )
+                if done + run.read == len(stored):
+                    # All read: the views go now, not into the collector's next
+                    # pass, which comes as soon as it is back on.
+                    stored.clear()
             if run.read:
                 if prev is not None and run.prev_hash != prev:
                     raise _broken(log, version)

@@ -223,11 +223,12 @@ async def _replay(
     else:
         state, body = base
         start, prev_hash = body.version, body.record_hash
+        # Spans are parsed only for a writer (``refs``): a reader needs the blob
+        # references alone, and read_checkpoint parsed the spans already.
         for ref in body.chunks:
-            span = LogSpan.parse(ref)
-            if span is None:
+            if not ref.startswith("@"):
                 chunks.add(ref)
-            else:
+            elif refs is not None and (span := LogSpan.parse(ref)) is not None:
                 spans[span.digest] = ref
         if window:
             batches = BatchWindow.unpack(start, body.batches)
