@@ -173,6 +173,7 @@ class ThreadWriter:
         # Background checkpoints chunk on the loop, a slice at a time.
         self._checkpoint_chunker = ChunkEncoder()
         self._window = BatchWindow()
+        self._apply = AgentStateProjection(self.log.label).apply  # for each record
         # Steps a background checkpoint took, and how many the last append saw.
         self._checkpoint_steps = 0
         self._steps_seen = 0
@@ -738,7 +739,7 @@ class ThreadWriter:
     def _advance(
         self, record: codec.Record, digest: bytes, content_digest: bytes
     ) -> None:
-        apply = AgentStateProjection(self.label).apply
+        apply = self._apply
         state = self.state
         before = state.context
         length = len(before)
