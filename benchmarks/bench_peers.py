@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import importlib
 import importlib.metadata
 import json
@@ -804,6 +805,13 @@ async def run_concurrency(
             shift = (rnd + level) % len(keys)
             for key in keys[shift:] + keys[:shift]:
                 _name, runner = conc.SYSTEMS[key]
+                # Untimed, before each system's run: what the runs before left for
+                # the cyclic collector and the disk is settled here, so that no
+                # system pays for another's garbage (a full collection of this
+                # process, which holds every peer's modules, takes 30-120 ms and
+                # holds every session in flight) or writeback.
+                gc.collect()
+                os.sync()
                 result = await runner(
                     workdir / "concurrency" / key, level, turns, f"r{rnd}s{level}"
                 )
@@ -1183,12 +1191,16 @@ def render_extra(res: Results) -> list[str]:
             "",
             "S asyncio tasks in one process, each writing "
             f"{conc['turns']} turns to its own session, with durable settings "
-            f"(rounds: {conc['rounds']}, the systems alternating within each). "
+            f"(rounds: {conc['rounds']}, the systems alternating within each; "
+            "before each system's run, untimed, a full collection of Python's "
+            "cyclic garbage collector and an `os.sync()`, so that none pays for "
+            "collecting or writing back what another left). "
             "Each cell: total turns/s (all turns / wall time) and p50 / p99 of the "
             "turns' latencies (ms); x: agent-journal's turns/s over the peer's. "
-            "How each keeps the loop free: agent-journal runs its file I/O on "
-            "worker threads (`stores/_offload.py`, up to min(32, cpus + 4)), one "
-            "segment file per thread, so the fsyncs of several sessions overlap; "
+            "How each keeps the loop free: agent-journal writes each record on the "
+            "loop and hands its `fdatasync` to the kernel (Linux native AIO, "
+            "`stores/_kernel_sync.py`; to worker threads where it cannot), one "
+            "segment file per thread, so the syncs of several sessions overlap; "
             "OpenAI's SQLiteSession runs each `add_items` in `asyncio.to_thread` "
             "under one lock per database file, shared by the sessions on that file "
             "(so its writes go one at a time); eventsourcing's `save` is "
