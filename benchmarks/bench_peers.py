@@ -150,6 +150,7 @@ SQLITE_FILES = {
 PACKAGES = (
     "agent-journal",
     "msgspec",
+    "zlib-ng",
     "langgraph",
     "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite",
