@@ -557,18 +557,28 @@ async def test_records_the_quick_read_passes_on_load_as_replayed(tmp_path: Path)
         codec.unregister_event("test.Noted")
 
 
+def _encoded(
+    version: int, prev_hash: bytes, events: list[object], batch_id: str = ""
+) -> codec.EncodedRecord:
+    return codec.encode_record(
+        version=version,
+        epoch=3,
+        writer="w",
+        batch_id=batch_id or f"b{version}",
+        run_id=None,
+        committed_at=float(version),
+        prev_hash=prev_hash,
+        events=events,
+    )
+
+
 def _span_raws(count: int) -> tuple[list[bytes], list[codec.EncodedRecord]]:
     prev, raws, encoded = codec.GENESIS_HASH, [], []
     for v in range(1, count + 1):
-        record = codec.encode_record(
-            version=v,
-            epoch=3,
-            writer="w",
-            batch_id=f"b{v}",
-            run_id=None,
-            committed_at=float(v),
-            prev_hash=prev,
-            events=[
+        record = _encoded(
+            v,
+            prev,
+            [
                 MessageAppended(Msg("user", f"q{v}")),
                 SummarySet(f"s{v}"),
                 ToolCallCompleted(f"c{v}", f"o{v}", message_id=f"t{v}", name="n"),
@@ -613,15 +623,8 @@ def test_parse_messages_reads_each_records_chain_fields_and_messages(as_views):
 def test_parse_messages_stops_where_the_chain_breaks_or_the_general_path_starts():
     raws, encoded = _span_raws(4)
     # Record 3 from another chain: whole, but its prev_hash is not record 2's hash.
-    other_3 = codec.encode_record(
-        version=3,
-        epoch=3,
-        writer="w",
-        batch_id="x",
-        run_id=None,
-        committed_at=3.0,
-        prev_hash=b"\x01" * 32,
-        events=[MessageAppended(Msg("user", "elsewhere"))],
+    other_3 = _encoded(
+        3, b"\x01" * 32, [MessageAppended(Msg("user", "elsewhere"))]
     ).data
     messages: list[Msg] = []
     ends: list[int] = []
@@ -631,15 +634,11 @@ def test_parse_messages_stops_where_the_chain_breaks_or_the_general_path_starts(
     assert (run.read, run.broken, run.hash) == (2, True, encoded[1].hash)
     assert ends == [2, 4]  # nothing of record 3 was added
     # A record of a type this process does not know: read up to it, not broken.
-    unknown = codec.encode_record(
-        version=2,
-        epoch=3,
-        writer="w",
+    unknown = _encoded(
+        2,
+        encoded[0].hash,
+        [UnknownEvent("NotRegistered", 1, False, msgspec.msgpack.encode({}))],
         batch_id="u",
-        run_id=None,
-        committed_at=2.0,
-        prev_hash=encoded[0].hash,
-        events=[UnknownEvent("NotRegistered", 1, False, msgspec.msgpack.encode({}))],
     ).data
     ends = []
     run = codec.parse_messages(
