@@ -157,9 +157,6 @@ class AddedMessages:
         self.start: dict[int, int] = {}
         self.stop: dict[int, int] = {}
 
-    def __contains__(self, version: int) -> bool:
-        return version in self.stop
-
     def of(self, version: int) -> list[ev.Msg]:
         """The messages ``version`` adds, in order."""
         return self.messages[self.start[version] : self.stop[version]]
