@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal.layout import HINT_NAME
 from stores import _nowait, segments
 from stores.local import LocalStore
 from tests.stores._hops import (
@@ -163,6 +165,48 @@ async def test_uncached_bytes_are_read_by_a_worker(
     # Read once, the bytes are cached: the next read stays on the loop.
     assert (await store.read(RECORD))[0] == big
     assert hops == ["_read", "_read", "_list_and_read"]
+
+
+async def test_a_cold_hint_has_its_checkpoint_and_segment_read_ahead(
+    tmp_path: Path, hops: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load whose ``LAST_CHECKPOINT`` had left the page cache asks the kernel for
+    the checkpoint it names and that version's record segment before reading
+    them (``POSIX_FADV_WILLNEED``); a load whose hint was cached asks nothing."""
+    key = ThreadKey("agent", "s", "u")
+    journal = Journal.open(tmp_path)
+    async with journal.writer(key) as writer:
+        for i in range(5):
+            await writer.append([MessageAppended(Msg("user", f"m{i}"))])
+        version = await writer.checkpoint()
+    await journal.aclose()
+    asked: list[str] = []
+    real = os.posix_fadvise
+
+    def recording(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_WILLNEED:
+            asked.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording)
+    thread = next(p.parent for p in tmp_path.rglob(HINT_NAME))
+    _evict(tmp_path)
+    hops.clear()
+    fresh = Journal.open(tmp_path)
+    state = await fresh.load(key)
+    assert [m.content for m in state.context] == [f"m{i}" for i in range(5)]
+    assert "_read_cold_hint" in hops
+    assert sorted(asked) == sorted(
+        [
+            str(thread / "checkpoints" / f"{version:020d}.ckpt"),
+            str(thread / "log" / segments.segment_of(f"{version:020d}.rec")),
+        ]
+    )
+    asked.clear()
+    hops.clear()
+    assert len((await fresh.load(key)).context) == 5
+    assert (asked, hops) == ([], [])
+    await fresh.aclose()
 
 
 async def test_a_segment_locked_by_a_writer_is_waited_for_off_the_loop(
