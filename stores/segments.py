@@ -812,6 +812,18 @@ def _join(directory: str, name: str) -> str:
     return f"{directory}/{name}" if directory[-1:] != "/" else directory + name
 
 
+def _plain_file_exists(directory: str, name: str) -> bool:
+    """Whether ``name`` is a plain file in ``directory``: taken, as a frame is.
+
+    A log written file per record (``segments=False``) keeps such files.
+
+    ``access``, not ``os.path.exists``: that raises and catches an exception when,
+    as nearly always, there is no such file, and creates run it on the event loop
+    for every durable append.
+    """
+    return os.access(_join(directory, name), os.F_OK)
+
+
 def _plain_frames(
     buf: _Buffer, pos: int, base: int, live: dict[str, tuple[int, int]]
 ) -> tuple[int, int]:
@@ -1346,15 +1358,13 @@ class SegmentSet:
         """
         seg_name = segment_of(name)
         assert seg_name is not None  # noqa: S101 - callers route only segment names
-        # Joined by hand, and the plain file looked for with access(), not
-        # os.path.exists (its exception when, as nearly always, there is none):
-        # this runs on the event loop for every durable append.
+        # Joined by hand: this runs on the event loop for every durable append.
         segment = self.segment(_join(directory, seg_name))
         fd = segment.lock_for_write(create=True)
         try:
             assert fd is not None  # noqa: S101 - created above
             # A plain file of the same name (a log written file per record) counts.
-            if name in segment.index.live or os.access(_join(directory, name), os.F_OK):
+            if name in segment.index.live or _plain_file_exists(directory, name):
                 raise ObjectExistsError(key)
             _, commit = segment.write_frames(fd, [(_PUT, name, data)])
         except BaseException:
@@ -1401,7 +1411,7 @@ class SegmentSet:
                     if (
                         name not in fresh
                         and name not in segment.index.live
-                        and not os.path.exists(os.path.join(directory, name))
+                        and not _plain_file_exists(directory, name)
                     ):
                         fresh[name] = i
                 if not fresh:
