@@ -28,7 +28,7 @@ from journal.checkpoint import (
     pack_chunk,
 )
 from journal.engine.batches import ENTRY_SIZE
-from journal.engine.log import READ_BATCH, ChainBrokenError
+from journal.engine.log import READ_BATCH, ChainBrokenError, chain_broken_at
 from journal.engine.provenance import Provenance
 from journal.errors import CorruptRecordError
 from journal.events import message_added
@@ -214,11 +214,7 @@ async def read_spans(
 
 
 def _broken(log: ThreadLog, version: int) -> ChainBrokenError:
-    return ChainBrokenError(
-        log.label,
-        version,
-        f"hash chain broken: prev_hash does not match version {version - 1}",
-    )
+    return ChainBrokenError(log.label, version, chain_broken_at(version))
 
 
 async def _read_run(

@@ -60,6 +60,7 @@ __all__ = [
     "RetentionMarker",
     "ScanProblem",
     "ThreadLog",
+    "chain_broken_at",
     "checked_blob",
 ]
 
@@ -69,6 +70,11 @@ READ_BATCH = 256
 
 class ChainBrokenError(CorruptRecordError):
     """A record's ``prev_hash`` is not the hash of the record before it."""
+
+
+def chain_broken_at(version: int) -> str:
+    """What is wrong with record ``version`` whose ``prev_hash`` does not chain."""
+    return f"hash chain broken: prev_hash does not match version {version - 1}"
 
 
 class ScanProblem(msgspec.Struct, frozen=True):
@@ -605,10 +611,7 @@ class ThreadLog:
                     and parsed.body.prev_hash != prev
                     and (version - 1 == after or version - 1 in listed)
                 ):
-                    message = (
-                        "hash chain broken: prev_hash does not match "
-                        f"version {version - 1}"
-                    )
+                    message = chain_broken_at(version)
                     if strict:
                         raise ChainBrokenError(self.label, version, message)
                     out.append(ScanProblem(version, "chain", message))
