@@ -437,7 +437,7 @@ async def measure(root: str, quick: bool) -> list[tuple[str, str, str]]:
         times["compact"].append(await timed(lambda: fresh.load(k_compact)))
         times["huge"].append(await timed(lambda: fresh.load(k_huge)))
     med = {name: statistics.median(v) for name, v in times.items()}
-    # What a load replays after the checkpoint it starts from (0 to 200 records).
+    # What a load replays after the checkpoint it starts from (0 to 400 records).
     tail = await fresh.head(k_compact) - await fresh._log(k_compact).read_hint()
     rows.append(
         (

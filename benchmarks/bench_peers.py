@@ -1326,7 +1326,7 @@ def render(res: Results) -> str:
         "Each cell: median / mean / p99 of the timed turns at that thread length. "
         "The mean is the total time the system spent on them divided by their "
         "number, including work it finished in the background (agent-journal "
-        "checkpoints in a background task, 100 to 200 records apart: the time "
+        "checkpoints in a background task, 100 to 400 records apart: the time "
         "to finish it is added); x compares means. With "
         f"{plan.samples} samples the p99 (the sample at rank 0.99 n) is the slowest "
         "turn; it catches the turn that takes a checkpoint or a snapshot.",
@@ -1524,7 +1524,7 @@ def render(res: Results) -> str:
         "- agent-journal: one `ThreadWriter.append` of the turn's MessageAppended "
         "events (plus TodosWritten / PlanModeEntered / PlanModeExited / SummarySet "
         "when side state changes) through a held writer; default checkpoints "
-        "(100 to 200 records apart, at a chunk boundary). Load: `Journal.load`.",
+        "(100 to 400 records apart, at a chunk boundary). Load: `Journal.load`.",
         "- agent-journal, runtime (`aj-agent`): one `Agent.call(user text)` on one "
         "warm `Agent` (lease kept between calls, the default) with an instant "
         "model that answers the preamble and the tool call, then the answer; the "

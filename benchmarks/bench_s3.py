@@ -570,7 +570,7 @@ async def load_latency(
         else:
             await fill(j, key, turns)
         # End one record after a checkpoint (the writer checkpoints on its own only
-        # at a chunk boundary, 100 to 200 records apart), so that every case starts
+        # at a chunk boundary, 100 to 400 records apart), so that every case starts
         # from the same place in the checkpoint cycle.
         async with j.writer(key, holder="bench") as w:
             await w.checkpoint()
@@ -766,8 +766,8 @@ async def main(quick: bool, command: str) -> str:
         ),
         "",
         "The same tail, so the same number of record GETs: what is left is what the",
-        "history costs. Default checkpoints 100 to 200 records apart mean a load's",
-        "tail is anywhere from 0 to 199 records, each one GET, wherever the thread",
+        "history costs. Default checkpoints 100 to 400 records apart mean a load's",
+        "tail is anywhere from 0 to 399 records, each one GET, wherever the thread",
         "stands in that cycle; below, both threads 99 records past a checkpoint:",
         "",
         *table(

@@ -162,7 +162,7 @@ class JournalPeer(Adapter):
         return {"root": str(self.root)}
 
     async def settle(self) -> None:
-        # A checkpoint (100 to 200 records apart) is written by a background task after
+        # A checkpoint (100 to 400 records apart) is written by a background task after
         # the append that made it due returns; wait for it so that its cost is
         # counted here, not in whichever system runs next.
         task = getattr(self.writer, "_checkpointer", None)

@@ -59,7 +59,7 @@ class Journal:
         store: The object store.
         checkpoint_every: Automatic checkpoint interval in records (0: off); a
             writer checkpoints at the first chunk boundary after it, and after
-            twice it in any case (see ``CheckpointPolicy``).
+            four times it in any case (see ``CheckpointPolicy``).
         blob_threshold: Encoded events larger than this become blobs.
         clock: Wall clock in seconds (lease expiry, ``committed_at``).
         compression: ``"zstd"`` to have writers compress records and blobs (the

@@ -8,10 +8,12 @@ import pytest
 
 from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
 from journal.checkpoint import (
+    FORCED_AFTER,
     OPEN_RUN_SLACK,
     CheckpointPolicy,
     ChunkEncoder,
     _is_boundary,
+    decode_chunk,
     open_run,
 )
 from journal.engine.log import ThreadLog
@@ -48,7 +50,9 @@ def test_due_waits_for_a_boundary_but_not_forever():
     assert policy.due(10, 0, closed_ctx)
     assert not policy.due(10, 0, open_ctx)
     assert not policy.due(19, 0, open_ctx)
-    assert policy.due(20, 0, open_ctx)  # twice the interval: regardless
+    assert not policy.due(20, 0, open_ctx)  # twice the interval: still waiting
+    assert not policy.due(10 * FORCED_AFTER - 1, 0, open_ctx)
+    assert policy.due(10 * FORCED_AFTER, 0, open_ctx)  # then regardless
     assert policy.due(10, 0)  # no context given: the plain interval
     assert not CheckpointPolicy(0).due(1000, 0, closed_ctx)
     with pytest.raises(ValueError, match="every"):
@@ -57,9 +61,10 @@ def test_due_waits_for_a_boundary_but_not_forever():
 
 async def test_automatic_checkpoints_leave_next_to_nothing_open(tmp_path):
     """Automatic checkpoints come at least the interval apart, and one that was not
-    forced (at twice the interval) leaves at most OPEN_RUN_SLACK messages in a
-    partly filled last chunk. (A checkpoint still being written when the next is
-    due delays that one, so gaps may exceed twice the interval.)"""
+    forced (at FORCED_AFTER times the interval) leaves at most OPEN_RUN_SLACK
+    messages in a partly filled last chunk. (A checkpoint still being written
+    when the next is due delays that one, so gaps may exceed FORCED_AFTER
+    intervals.)"""
     # On disk, each append waits for a worker thread, and so lets the background
     # checkpoint run as it would between the turns of a real agent.
     j = Journal.open(str(tmp_path), fsync=False, checkpoint_every=20)
@@ -84,7 +89,7 @@ async def test_automatic_checkpoints_leave_next_to_nothing_open(tmp_path):
     for version in automatic:
         gap = version - previous
         assert gap >= 20, versions
-        if gap < 40:
+        if gap < 20 * FORCED_AFTER:
             waited += 1
             context = contexts[version]
             assert open_run(context, OPEN_RUN_SLACK) <= OPEN_RUN_SLACK
@@ -97,13 +102,46 @@ async def test_automatic_checkpoints_leave_next_to_nothing_open(tmp_path):
     assert state.context == contexts[max(contexts)]
 
 
+async def test_a_sparse_thread_stores_each_message_in_one_chunk(tmp_path):
+    """Records of one message each (an agent run's) reach a chunk boundary only
+    every 64 records or so on average, and 100 records often pass without one. A
+    checkpoint forced then writes a partly filled chunk that the next one writes
+    again with more messages: a dead copy. Waiting up to FORCED_AFTER intervals
+    for a boundary spares it."""
+    j = Journal.open(str(tmp_path), fsync=False, checkpoint_every=10)
+    key = ThreadKey("agent", "sparse", "main")
+    # 35 messages without a boundary, then one: the first boundary comes after
+    # three intervals, past twice the interval.
+    ids = _ids(False, 35) + _ids(True, 1) + _ids(False, 3)
+    versions = []
+    async with j.writer(key) as w:
+        for i, mid in enumerate(ids):
+            await w.append([MessageAppended(Msg("user", f"m{i}", id=mid))])
+            versions.append(w.version)
+            if w._checkpointer is not None:
+                await w._checkpointer  # each checkpoint in turn, not coalesced
+    # One checkpoint, where the boundary closed the first chunk.
+    assert await ThreadLog(j.store, key).checkpoint_versions() == [versions[35]]
+    layout = ThreadLog(j.store, key).layout
+    blobs = await j.store.list(layout.blob_dir)
+    stored = [
+        [m.id for m in decode_chunk(data)]
+        for data in await j.store.read_many(blobs)
+        if data is not None
+    ]
+    held = [mid for chunk in stored for mid in chunk]
+    assert sorted(held) == sorted(ids[:36]), stored  # each message in one chunk
+    loaded = await Journal.open(j.store.url).load(key)
+    assert [m.id for m in loaded.context] == ids
+
+
 async def test_background_checkpoints_progress_on_a_store_that_never_waits():
     """memory:// calls never suspend, so a tight loop of appends gives the event loop
     no other chance to run the background checkpoint: append hands it a turn."""
     j = Journal.open(f"memory://policy-{uuid.uuid4().hex}", checkpoint_every=10)
     key = ThreadKey("agent", "policy", "memory")
     async with j.writer(key) as w:
-        for i in range(400):
+        for i in range(600):
             await w.append([MessageAppended(Msg("user", f"m{i}", id=f"m-{i}"))])
         during = await ThreadLog(j.store, key).checkpoint_versions()
     assert len(during) >= 10, during

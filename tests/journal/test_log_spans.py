@@ -100,7 +100,7 @@ async def test_checkpoints_store_no_copy_of_the_messages(tmp_path: Path):
     key = new_key()
     j = Journal.open(tmp_path, checkpoint_every=20, log_spans="always")
     async with j.writer(key) as w:
-        for i in range(300):
+        for i in range(400):
             await w.append([say(i)])
         await w.checkpoint()
     versions = await ThreadLog(j.store, key).checkpoint_versions()
