@@ -67,8 +67,9 @@ boundary about one time in five (``(63/64) ** 100``). Forced at twice the interv
 that many checkpoints wrote a partly filled chunk of 100-200 messages which the next
 one wrote again with more: 0.64 MB of a 1,000-turn ``Agent.call`` thread's 2.58 MB
 of chunk blobs held messages stored in a later chunk as well. At four intervals one
-checkpoint in about a hundred is forced, and a load replays at most that many
-records past its checkpoint.
+checkpoint in about a hundred is forced. The price: a load may replay up to four
+intervals of records past its checkpoint instead of two (on S3, one GET each), and
+on such threads the gap between checkpoints averages about 160 records, not 150.
 """
 
 _encoder = msgspec.msgpack.Encoder()
