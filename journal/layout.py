@@ -5,6 +5,7 @@ Under the thread's prefix (``ThreadKey.prefix``)::
     log/<20-digit version>.rec       one record per version, created exclusively
     checkpoints/<20-digit version>.ckpt
     blobs/<sha256 hex>               large event payloads and message chunks
+    indexes/<sha256 hex>             chunk index blobs of long checkpoints
     LAST_CHECKPOINT                  hint: the newest checkpoint's version, as text
     LEASE                            the writer lease
     RETENTION                        marker: records before it were removed on purpose
@@ -30,6 +31,7 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CHECKPOINT_SUFFIX",
     "HINT_NAME",
+    "INDEX_DIR",
     "LEASE_NAME",
     "LOG_DIR",
     "RECORD_NAME",
@@ -51,6 +53,10 @@ CHECKPOINT_SUFFIX = ".ckpt"
 LOG_DIR = "log"
 CHECKPOINT_DIR = "checkpoints"
 BLOB_DIR = "blobs"
+INDEX_DIR = "indexes"
+"""Chunk index blobs (:mod:`journal.chunk_index`), apart from the chunks: a load
+reads them first, and in the local store's segments this keeps them in a small
+segment file of their own, not among the chunks read after them."""
 LEASE_NAME = "LEASE"
 HINT_NAME = "LAST_CHECKPOINT"
 RETENTION_NAME = "RETENTION"
@@ -106,6 +112,7 @@ class ThreadLayout:
         "blob_dir",
         "checkpoint_dir",
         "hint_key",
+        "index_dir",
         "lease_key",
         "log_dir",
         "prefix",
@@ -117,6 +124,7 @@ class ThreadLayout:
         self.log_dir = f"{prefix}/{LOG_DIR}/"
         self.checkpoint_dir = f"{prefix}/{CHECKPOINT_DIR}/"
         self.blob_dir = f"{prefix}/{BLOB_DIR}/"
+        self.index_dir = f"{prefix}/{INDEX_DIR}/"
         self.lease_key = f"{prefix}/{LEASE_NAME}"
         self.hint_key = f"{prefix}/{HINT_NAME}"
         self.retention_key = f"{prefix}/{RETENTION_NAME}"
@@ -137,3 +145,7 @@ class ThreadLayout:
     def blob_key(self, digest: str) -> str:
         """The key of the blob whose SHA-256 hex digest is ``digest``."""
         return f"{self.blob_dir}{digest}"
+
+    def index_key(self, digest: str) -> str:
+        """The key of the chunk index blob whose SHA-256 hex digest is ``digest``."""
+        return f"{self.index_dir}{digest}"

@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "journal.layout": FOUNDATION,
     "journal.policy": FOUNDATION,
     "journal.checkpoint": FOUNDATION,
+    "journal.chunk_index": FOUNDATION,
     "projections": PROJECTIONS,
     "stores": STORES,
     "journal.engine": ENGINE,

@@ -27,10 +27,16 @@ from journal.checkpoint import (
     decode_chunk,
     pack_chunk,
 )
+from journal.chunk_index import (
+    INDEX_LEVELS,
+    decode_index,
+    pack_refs,
+    parse_index_ref,
+)
 from journal.engine.batches import ENTRY_SIZE
 from journal.engine.log import READ_BATCH, ChainBrokenError, chain_broken_at
 from journal.engine.provenance import Provenance
-from journal.errors import CorruptRecordError
+from journal.errors import CorruptRecordError, ObjectNotFoundError
 from journal.events import message_added
 from journal.layout import record_name
 from journal.loopless import pause
@@ -52,6 +58,7 @@ __all__ = [
     "AddedMessages",
     "LogRefs",
     "Snapshot",
+    "expand_refs",
     "parse_refs",
     "plan_chunks",
     "put_chunks",
@@ -307,6 +314,56 @@ def span_messages(log: ThreadLog, span: LogSpan, added: AddedMessages) -> list[e
     )
 
 
+async def expand_refs(log: ThreadLog, refs: list[str]) -> tuple[list[str], list[str]]:
+    """A checkpoint's chunk references with its index blobs read: flat, in order.
+
+    See :mod:`journal.chunk_index`. Each level's index blobs are read in one batch
+    and checked against their digests. A list without index references is
+    returned as it is.
+
+    Returns:
+        The flat references, and the digests of the index blobs read.
+
+    Raises:
+        ObjectNotFoundError: An index blob is missing.
+        CorruptRecordError: An index blob does not match its digest.
+        ValueError: A reference or an index blob is malformed.
+    """
+    indexes: list[str] = []
+    # Each round replaces the highest level's references by the level below them
+    # (decode_index checks that), so INDEX_LEVELS rounds leave none.
+    for _ in range(INDEX_LEVELS):
+        named = {
+            ref: p
+            for ref in refs
+            if ref[:1] == "#" and (p := parse_index_ref(ref)) is not None
+        }
+        if not named:
+            break
+        digests = list(dict.fromkeys(d for _, d in named.values()))
+        stored = await log.read_blobs_raw(digests, index=True)
+        blobs: dict[str, bytes | memoryview] = {}
+        for digest, data in zip(digests, stored, strict=True):
+            if data is None:
+                raise ObjectNotFoundError(log.index_key(digest))
+            blob = await log.check_blob(data, digest)
+            if blob is None:
+                raise CorruptRecordError(
+                    log.label, None, f"chunk index {digest} does not match its hash"
+                )
+            blobs[digest] = blob
+        indexes += digests
+        flat: list[str] = []
+        for ref in refs:
+            found = named.get(ref)
+            if found is None:
+                flat.append(ref)
+            else:
+                flat += decode_index(blobs[found[1]], found[0])
+        refs = flat
+    return refs, indexes
+
+
 async def read_checkpoint(
     log: ThreadLog,
     version: int,
@@ -320,13 +377,14 @@ async def read_checkpoint(
     ``provenance`` learns where the messages read from log spans came from, and
     ``heads`` what :func:`read_spans` tells of the records it read. With
     ``messages=False`` the chunks are neither read nor checked: the state's
-    context is left empty.
+    context is left empty. Otherwise the body returned lists its chunks flat, its
+    chunk index blobs read (:func:`expand_refs`).
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
         ValueError: It does not decode or disagrees with itself.
-        CorruptRecordError: A chunk is missing or fails its hash, or a record a
-            log span names is missing or fails a check.
+        CorruptRecordError: A chunk or chunk index is missing or fails its hash,
+            or a record a log span names is missing or fails a check.
     """
     body = codec.decode_checkpoint(await log.read_checkpoint(version))
     if body.version != version:
@@ -341,6 +399,14 @@ async def read_checkpoint(
     state.version = version
     if not messages:
         return state, body
+    if any(ref.startswith("#") for ref in body.chunks):
+        try:
+            flat, _ = await expand_refs(log, body.chunks)
+        except ObjectNotFoundError as exc:
+            raise CorruptRecordError(
+                log.label, version, f"a chunk index is missing ({exc.key})"
+            ) from None
+        body = msgspec.structs.replace(body, chunks=flat)
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blob_buffers(blobs) if blobs else {}
     added = (
@@ -472,7 +538,8 @@ async def store_checkpoint(
     most ``refs.max_version`` records (a longer one's checkpoints name no new
     span and write :data:`~journal.checkpoint.SPAN_REWRITES` of those named before
     as blobs each); records retention removed are not named (the marker is read
-    first).
+    first). A long list of chunks is stored as index blobs shared with the
+    checkpoints before and after (:mod:`journal.chunk_index`).
     """
     rewrite = None
     if refs is not None:
@@ -489,23 +556,29 @@ async def store_checkpoint(
             refs.provenance = Provenance()  # it names no new span: drop what it held
         else:
             refs.provenance.prune(snap.messages, snap.version)
+    stored, indexes = pack_refs(digests)
+    # Index digests share ``written`` with chunk digests: a group's bytes are
+    # never a chunk's (an array of strings, not of messages).
+    new_indexes = [(d, b) for d, b in dict(indexes).items() if d not in written]
     await log.put_blobs(fresh, derived=True)
+    await log.put_blobs(new_indexes, derived=True, index=True)
     if step is not None:
         step()
     written.update(d for d, _ in fresh)
+    written.update(d for d, _ in new_indexes)
     body = codec.CheckpointBody(
         codec.FORMAT_VERSION,
         snap.version,
         snap.record_hash,
         clock(),
         snap.state,
-        digests,
+        stored,
         len(snap.messages),
         snap.batches,
     )
     await log.create_checkpoint(snap.version, codec.encode_checkpoint(body))
     if durable:
-        await log.flush_checkpoint(snap.version, digests)
+        await log.flush_checkpoint(snap.version, digests, (d for d, _ in indexes))
     if log.signer is not None:
         # Imported here: a journal without a signing key never loads the sealing.
         from journal.engine.sealing import write_seal

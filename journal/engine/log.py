@@ -175,6 +175,7 @@ class ThreadLog:
         self.record_key = layout.record_key
         self.checkpoint_key = layout.checkpoint_key
         self.blob_key = layout.blob_key
+        self.index_key = layout.index_key
 
     # --- listing ----------------------------------------------------------------
 
@@ -278,15 +279,21 @@ class ThreadLog:
             return codec.parse_record(data, label=self.label, version=version)
 
     async def put_blobs(
-        self, blobs: Sequence[tuple[str, bytes]], *, derived: bool = False
+        self,
+        blobs: Sequence[tuple[str, bytes]],
+        *,
+        derived: bool = False,
+        index: bool = False,
     ) -> None:
         """Create several content-addressed blobs in one batch (existing ones stay).
 
         ``derived`` blobs (a checkpoint's chunks) need not be durable when this
         returns: see :meth:`ObjectStore.create_derived` and :meth:`flush_blobs`.
+        ``index``: they are chunk index blobs (:meth:`index_key`).
         """
         if not blobs:
             return
+        key = self.index_key if index else self.blob_key
         items = []
         if self.encrypt:
             await self._writing_cipher().writable()
@@ -297,25 +304,30 @@ class ThreadLog:
                 await pause()  # ~0.1 ms a chunk: let commits in between
             if self.encrypt:
                 stored = self._writing_cipher().seal(crypto.BLOB_MAGIC, digest, stored)
-            items.append((self.blob_key(digest), stored))
+            items.append((key(digest), stored))
         if derived:
             await self.store.create_many_derived(items)
         else:
             await self.store.create_many(items)
 
-    async def flush_blobs(self, digests: Iterable[str]) -> None:
+    async def flush_blobs(self, digests: Iterable[str], *, index: bool = False) -> None:
         """Make blobs written as derived durable (before a record references them)."""
-        keys = [self.blob_key(d) for d in dict.fromkeys(digests)]
+        key = self.index_key if index else self.blob_key
+        keys = [key(d) for d in dict.fromkeys(digests)]
         if keys:
             await self.store.flush(keys)
 
-    async def flush_checkpoint(self, version: int, chunks: Iterable[str]) -> None:
-        """Make the checkpoint at ``version`` and its chunks durable (retention).
+    async def flush_checkpoint(
+        self, version: int, chunks: Iterable[str], indexes: Iterable[str] = ()
+    ) -> None:
+        """Make the checkpoint at ``version`` and what it names durable (retention).
 
-        ``chunks`` are the checkpoint's references; log spans name records, which
-        are durable already.
+        ``chunks`` are the checkpoint's references, flat (log spans name records,
+        which are durable already), and ``indexes`` the digests of its chunk index
+        blobs.
         """
         await self.flush_blobs(c for c in chunks if not c.startswith("@"))
+        await self.flush_blobs(indexes, index=True)
         await self.store.flush([self.checkpoint_key(version)])
 
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
@@ -461,9 +473,15 @@ class ThreadLog:
             resolved.append(e)
         return msgspec.structs.replace(record, events=resolved)
 
-    async def read_blobs_raw(self, digests: Sequence[str]) -> list[bytes | None]:
-        """The stored bytes of blobs, unchecked (None for a missing one)."""
-        return await self.store.read_many([self.blob_key(d) for d in digests])
+    async def read_blobs_raw(
+        self, digests: Sequence[str], *, index: bool = False
+    ) -> list[bytes | None]:
+        """The stored bytes of blobs, unchecked (None for a missing one).
+
+        ``index``: chunk index blobs (:meth:`index_key`).
+        """
+        key = self.index_key if index else self.blob_key
+        return await self.store.read_many([key(d) for d in digests])
 
     async def read_retention(self) -> RetentionMarker | None:
         """The retention marker, or None when nothing was removed.

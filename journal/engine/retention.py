@@ -8,7 +8,12 @@ import msgspec
 
 from journal import codec
 from journal.checkpoint import LogSpan, pack_chunk
-from journal.engine.checkpoints import read_checkpoint, read_spans, span_messages
+from journal.engine.checkpoints import (
+    expand_refs,
+    read_checkpoint,
+    read_spans,
+    span_messages,
+)
 from journal.engine.log import RetentionMarker
 from journal.errors import CorruptRecordError, ObjectNotFoundError
 
@@ -37,7 +42,6 @@ async def retain(
     current = await log.read_retention()
     floor = current.checkpoint if current is not None else 1
     chosen: int | None = None
-    chunks: list[str] = []
     for version in reversed(await log.checkpoint_versions()):
         if version <= floor:
             break
@@ -52,18 +56,19 @@ async def retain(
         ):
             continue
         if record.hash == body.record_hash and record.body.committed_at <= cutoff:
-            chosen, chunks = version, body.chunks
+            chosen = version
             break
     if chosen is None:
         return None
     for version in await log.checkpoint_versions():
         if version >= chosen:
-            found = await _spans_below(log, version, chosen)
-            if version == chosen:
-                chunks = found or chunks
+            await _spans_below(log, version, chosen)
     # From here on the checkpoint is the only copy of what the records before it
-    # held; it was written without a sync.
-    await log.flush_checkpoint(chosen, chunks)
+    # held; it was written without a sync. As stored now (its spans below the
+    # retained version rewritten), with every chunk and chunk index it names.
+    stored = codec.decode_checkpoint(await log.read_checkpoint(chosen))
+    chunks, indexes = await expand_refs(log, stored.chunks)
+    await log.flush_checkpoint(chosen, chunks, indexes)
     marker = RetentionMarker(chosen, chosen, now)
     await log.write_retention(marker)
     if await log.read_hint() < chosen:
@@ -80,22 +85,20 @@ async def retain(
     return marker
 
 
-async def _spans_below(log: ThreadLog, version: int, floor: int) -> list[str] | None:
+async def _spans_below(log: ThreadLog, version: int, floor: int) -> None:
     """Rewrite the checkpoint at ``version`` so it reads nothing below ``floor``.
 
     Its log spans that start below ``floor`` become blobs (written durably), and the
     checkpoint is replaced, durably, with the new references. A checkpoint that
-    cannot be read is left alone: loads skip it as they did before.
-
-    Returns:
-        The new references, or None when nothing changed.
+    cannot be read is left alone: loads skip it as they did before. Chunk index
+    references stay as they are: an index never holds a span.
     """
     try:
         body = codec.decode_checkpoint(await log.read_checkpoint(version))
         spans = {r: s for r in body.chunks if (s := LogSpan.parse(r)) is not None}
         below = {r: s for r, s in spans.items() if s.first < floor}
         if not below:
-            return None
+            return
         added = await read_spans(log, list(below.values()))
         blobs: dict[str, bytes] = {}
         refs: list[str] = []
@@ -108,8 +111,7 @@ async def _spans_below(log: ThreadLog, version: int, floor: int) -> list[str] | 
             blobs[digest] = data
             refs.append(digest)
     except (ObjectNotFoundError, ValueError, CorruptRecordError, msgspec.DecodeError):
-        return None
+        return
     await log.put_blobs(list(blobs.items()))
     rewritten = msgspec.structs.replace(body, chunks=refs)
     await log.rewrite_checkpoint(version, codec.encode_checkpoint(rewritten))
-    return refs

@@ -23,7 +23,12 @@ from journal import codec
 from journal import events as ev
 from journal.checkpoint import ChunkEncoder, LogSpan, pack_chunk, ref_digest
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
-from journal.engine.checkpoints import read_checkpoint, read_spans, span_messages
+from journal.engine.checkpoints import (
+    expand_refs,
+    read_checkpoint,
+    read_spans,
+    span_messages,
+)
 from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expiry
 from journal.engine.log import ScanProblem
 from journal.engine.sealing import check_seals
@@ -477,6 +482,17 @@ class _Verifier:
             else:
                 self.problem(version, f"checkpoint is unreadable: {exc}")
             return
+        try:
+            refs, _ = await expand_refs(self.log, body.chunks)
+        except ObjectNotFoundError as exc:
+            # Index blobs are derived data, written unsynced like the chunks.
+            self.warning(
+                version, f"{_UNSYNCED} lacks a chunk index ({exc.key}); {_SKIPPED}"
+            )
+            return
+        except (ValueError, CorruptRecordError, EncryptionError) as exc:
+            self.problem(version, f"checkpoint's chunk index is unusable: {exc}")
+            return
         if body.version != version:
             self.problem(version, f"checkpoint file says version {body.version}")
         elif body.record_hash != record_hash:
@@ -484,7 +500,7 @@ class _Verifier:
                 version, "checkpoint names a record hash that is not the log's"
             )
         elif body.state != encode_state(state.without_context()) or [
-            ref_digest(ref) for ref in body.chunks
+            ref_digest(ref) for ref in refs
         ] != [digest for digest, _ in self.encoder.chunk(state.context)]:
             self.problem(version, "checkpoint differs from a fresh replay")
         elif not self.window.pack().endswith(body.batches):
@@ -493,7 +509,7 @@ class _Verifier:
             self.problem(
                 version, "checkpoint's batch window differs from the log's batch ids"
             )
-        await self._check_chunks(version, body.chunks)
+        await self._check_chunks(version, refs)
 
     async def _torn_checkpoint(self, version: int) -> bool:
         """Whether the checkpoint's stored bytes look cut short by a power cut.

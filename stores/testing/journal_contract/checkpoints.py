@@ -9,6 +9,8 @@ checkpoints and reopened writers, under any automatic checkpoint interval.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,6 +46,8 @@ from journal import (
     ToolUseBlock,
     VerificationRecorded,
 )
+from journal.checkpoint import CHUNK_MODULUS
+from journal.chunk_index import INDEX_MIN_REFS
 from journal.layout import ThreadLayout, version_of
 from stores.testing.journal_contract.base import (
     JournalFactory,
@@ -301,3 +305,46 @@ class CheckpointContract(JournalFixtures):
                 assert below == sorted(set(below)), read_versions
             else:
                 assert all(v > checkpoint for v in versions), read_versions
+
+    async def test_a_long_chunk_list_goes_through_index_blobs(
+        self, journal: JournalFactory
+    ) -> None:
+        """Checkpoints of a context of many chunks name them through index blobs.
+
+        Each message here ends a chunk, so a hundred messages make a hundred
+        chunks: past ``INDEX_MIN_REFS`` of them the checkpoint stores groups of
+        chunk references as index blobs under ``indexes/``, which every store
+        must keep and read back like the chunks.
+        """
+        key = new_key()
+        j = journal(checkpoint_every=0)
+        checkpoints: list[int] = []
+        async with j.writer(key) as w:
+            for n, message_id in enumerate(_chunk_ending_ids(INDEX_MIN_REFS + 36), 1):
+                await w.append([MessageAppended(Msg("user", f"m{n}", id=message_id))])
+                if n in (INDEX_MIN_REFS, INDEX_MIN_REFS + 36):
+                    checkpoints.append(await w.checkpoint())
+            live = w.state.copy()
+        assert await j.store.list(ThreadLayout.of(key).index_dir)
+        state, warnings = await journal().load_with_warnings(key)
+        assert warnings == []
+        assert encoded(state) == encoded(live)
+        past = await journal().load(key, at_version=checkpoints[0])
+        assert [m.text for m in past.context] == [
+            m.text for m in live.context[:INDEX_MIN_REFS]
+        ]
+        report = await journal().verify(key)
+        assert report.ok, report.problems
+        assert report.warnings == []
+        assert report.checkpoints == 2
+
+
+def _chunk_ending_ids(n: int) -> list[str]:
+    """``n`` message ids that each end a chunk (see ``journal.checkpoint``)."""
+    out: list[str] = []
+    while len(out) < n:
+        candidate = uuid.uuid4().hex
+        digest = hashlib.blake2b(candidate.encode(), digest_size=4).digest()
+        if int.from_bytes(digest, "big") % CHUNK_MODULUS == 0:
+            out.append(candidate)
+    return out

@@ -1,0 +1,296 @@
+"""Chunk index blobs: a long chunk list is stored once, not once per checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import uuid
+
+import msgspec
+import pytest
+
+from journal import Journal, MessageAppended, Msg, ThreadKey, codec
+from journal.checkpoint import _is_boundary
+from journal.chunk_index import (
+    INDEX_MAX_REFS,
+    INDEX_MIN_REFS,
+    decode_index,
+    pack_refs,
+    parse_index_ref,
+)
+from journal.layout import ThreadLayout
+
+KEY = ThreadKey("agent", "index", "main")
+
+
+def _digest(rng: random.Random) -> str:
+    return rng.randbytes(32).hex()
+
+
+def _expand(refs: list[str], blobs: dict[str, bytes]) -> list[str]:
+    """What a reader does (journal.engine.checkpoints.expand_refs), from a dict."""
+    while any(r.startswith("#") for r in refs):
+        flat: list[str] = []
+        for ref in refs:
+            parsed = parse_index_ref(ref)
+            if parsed is None:
+                flat.append(ref)
+            else:
+                level, digest = parsed
+                data = blobs[digest]
+                assert hashlib.sha256(data).hexdigest() == digest
+                flat += decode_index(data, level)
+        refs = flat
+    return refs
+
+
+# --- the pure grouping -------------------------------------------------------------
+
+
+def test_a_short_list_is_stored_as_it_is():
+    rng = random.Random(1)  # noqa: S311 - test data, not secrets
+    refs = [_digest(rng) for _ in range(INDEX_MIN_REFS - 1)]
+    assert pack_refs(refs) == (refs, [])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_grouping_round_trips_and_keeps_spans_in_place(seed: int):
+    rng = random.Random(seed)  # noqa: S311 - test data, not secrets
+    refs: list[str] = []
+    for _ in range(rng.randrange(INDEX_MIN_REFS, 3000)):
+        if rng.random() < 0.02:
+            refs.append(f"@{rng.randrange(1, 99)}.0.100.3.{_digest(rng)}")
+        else:
+            refs.append(_digest(rng))
+    stored, blobs = pack_refs(refs)
+    assert _expand(stored, dict(blobs)) == refs
+    # Spans stay in the checkpoint, in order; no index holds one.
+    assert [r for r in stored if r.startswith("@")] == [
+        r for r in refs if r.startswith("@")
+    ]
+    for _, data in blobs:
+        assert not any(r.startswith("@") for r in msgspec.msgpack.decode(data))
+    assert len(stored) < len(refs)
+
+
+def test_appending_chunks_leaves_the_earlier_index_blobs_as_they_were():
+    """The property that makes a checkpoint cost what changed since the last one."""
+    rng = random.Random(7)  # noqa: S311 - test data, not secrets
+    refs = [_digest(rng) for _ in range(INDEX_MIN_REFS)]
+    seen: set[str] = set()
+    new_per_step: list[int] = []
+    flat_bytes = stored_bytes = 0
+    for _ in range(40):
+        refs += [_digest(rng) for _ in range(20)]
+        stored, blobs = pack_refs(refs)
+        new = {d for d, _ in blobs} - seen
+        new_per_step.append(len(new))
+        seen |= new
+        flat_bytes += len(msgspec.msgpack.encode(refs))
+        stored_bytes += len(msgspec.msgpack.encode(stored))
+    # 20 new chunks complete about 20 / 16 groups; a level-2 group now and then.
+    assert max(new_per_step) <= 8, new_per_step
+    assert sum(new_per_step) < len(refs) // 4
+    # The stored lists no longer grow with the thread: a tenth of the flat ones'.
+    assert stored_bytes * 10 < flat_bytes
+    assert len(stored) < INDEX_MIN_REFS
+
+
+def test_a_run_without_a_boundary_is_cut_at_the_most_an_index_holds():
+    # Digests ending in 0x01 never end a group.
+    refs = [f"{i:062x}01" for i in range(INDEX_MAX_REFS * 2 + 5)]
+    stored, blobs = pack_refs(refs)
+    assert [len(decode_index(b, 1)) for _, b in blobs] == [INDEX_MAX_REFS] * 2
+    assert stored[2:] == refs[-5:]
+    assert _expand(stored, dict(blobs)) == refs
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["#", "#0" + "a" * 64, "#5" + "a" * 64, "#1" + "A" * 64, "#1" + "a" * 63, "#1x"],
+)
+def test_a_malformed_index_reference_is_refused(ref: str):
+    with pytest.raises(ValueError, match="malformed chunk index reference"):
+        parse_index_ref(ref)
+
+
+def test_a_blob_or_span_reference_is_not_an_index():
+    assert parse_index_ref("a" * 64) is None
+    assert parse_index_ref("@1.0.2.3." + "a" * 64) is None
+    assert parse_index_ref("#2" + "b" * 64) == (2, "b" * 64)
+
+
+@pytest.mark.parametrize(
+    ("data", "level", "match"),
+    [
+        (b"\x90", 1, "holds 0 references"),
+        (msgspec.msgpack.encode(["a" * 64] * (INDEX_MAX_REFS + 1)), 1, "holds 65"),
+        (b"\xc1", 1, "does not decode"),
+        (msgspec.msgpack.encode([1, 2]), 1, "does not decode"),
+        (msgspec.msgpack.encode(["A" * 64]), 1, "holds the reference"),
+        # A level-1 index names chunks, never other indexes or spans.
+        (msgspec.msgpack.encode(["#1" + "a" * 64]), 1, "holds the reference"),
+        (msgspec.msgpack.encode(["@1.0.2.3." + "a" * 64]), 1, "holds the reference"),
+        # Each level names the level below it only: no index can name itself.
+        (msgspec.msgpack.encode(["#2" + "a" * 64]), 2, "holds the reference"),
+        (msgspec.msgpack.encode(["a" * 64]), 2, "holds the reference"),
+    ],
+)
+def test_a_malformed_index_blob_is_refused(data: bytes, level: int, match: str):
+    with pytest.raises(ValueError, match=match):
+        decode_index(data, level)
+
+
+# --- on disk ----------------------------------------------------------------------
+
+
+def _boundary_ids(n: int) -> list[str]:
+    """Message ids that each end a chunk: one chunk per message."""
+    out: list[str] = []
+    while len(out) < n:
+        candidate = uuid.uuid4().hex
+        if _is_boundary(candidate):
+            out.append(candidate)
+    return out
+
+
+async def _long_thread(root: str, messages: int, every: int) -> list[str]:
+    """A thread of one-message records and a checkpoint every ``every`` records."""
+    ids = _boundary_ids(messages)
+    j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="never")
+    async with j.writer(KEY) as w:
+        for n, mid in enumerate(ids, 1):
+            await w.append([MessageAppended(Msg("user", f"message {n}", id=mid))])
+            if n % every == 0:
+                await w.checkpoint()
+    await j.aclose()
+    return ids
+
+
+async def _checkpoint_bodies(j: Journal) -> list[codec.CheckpointBody]:
+    layout = ThreadLayout.of(KEY)
+    keys = await j.store.list(layout.checkpoint_dir)
+    return [
+        codec.decode_checkpoint(data)
+        for data in await j.store.read_many(sorted(keys))
+        if data is not None
+    ]
+
+
+async def test_a_long_threads_checkpoints_share_their_chunk_list(tmp_path):
+    """Fails with flat chunk lists: the newest checkpoint named all 400 chunks."""
+    root = str(tmp_path)
+    ids = await _long_thread(root, 400, 25)
+    j = Journal.open(root)
+    try:
+        state, warnings = await j.load_with_warnings(KEY)
+        assert warnings == []
+        assert [m.id for m in state.context] == ids
+        bodies = await _checkpoint_bodies(j)
+        assert len(bodies) == 16
+        newest = bodies[-1]
+        assert newest.message_count == 400
+        assert len(newest.chunks) < INDEX_MIN_REFS
+        assert any(r.startswith("#") for r in newest.chunks)
+        # Each chunk digest is stored in about one index blob, not once per
+        # checkpoint: 400 chunks, ~25 level-1 groups (and a few of level 2).
+        indexes = await j.store.list(ThreadLayout.of(KEY).index_dir)
+        assert 0 < len(indexes) < 60
+        report = await j.verify(KEY)
+        assert report.ok, report.problems
+        assert report.warnings == []
+        assert report.checkpoints == 16
+        # A load at an older checkpoint reads its own, older, index blobs.
+        past = await j.load(KEY, at_version=201)  # version 1 opens the thread
+        assert [m.id for m in past.context] == ids[:200]
+    finally:
+        await j.aclose()
+
+
+async def _index_refs(j: Journal) -> list[str]:
+    newest = (await _checkpoint_bodies(j))[-1]
+    return [r for r in newest.chunks if r.startswith("#")]
+
+
+async def test_a_missing_index_blob_makes_loads_skip_the_checkpoint(tmp_path):
+    root = str(tmp_path)
+    ids = await _long_thread(root, 200, 100)
+    j = Journal.open(root)
+    try:
+        ref = (await _index_refs(j))[0]
+        assert await j.store.delete(ThreadLayout.of(KEY).index_key(ref[2:]))
+        state, warnings = await j.load_with_warnings(KEY)
+        assert [m.id for m in state.context] == ids  # from the log, in full
+        # The first group is the older checkpoint's too: both are skipped.
+        assert len(warnings) == 2
+        assert "checkpoint 201 is corrupt" in warnings[0]
+        assert "checkpoint 101 is corrupt" in warnings[1]
+        assert all("chunk index is missing" in w for w in warnings)
+        # Derived data written unsynced: a power cut can lose it. A warning,
+        # as for a missing chunk, not a problem.
+        report = await j.verify(KEY)
+        assert report.ok, report.problems
+        assert any("lacks a chunk index" in str(w) for w in report.warnings)
+    finally:
+        await j.aclose()
+
+
+async def test_a_damaged_index_blob_is_refused_and_reported(tmp_path):
+    root = str(tmp_path)
+    ids = await _long_thread(root, 200, 100)
+    j = Journal.open(root)
+    try:
+        ref = (await _index_refs(j))[0]
+        index_key = ThreadLayout.of(KEY).index_key(ref[2:])
+        assert await j.store.delete(index_key)
+        # Another index's bytes under this digest: a valid index, the wrong one.
+        await j.store.create(index_key, msgspec.msgpack.encode(["0" * 64]))
+        state, warnings = await j.load_with_warnings(KEY)
+        assert [m.id for m in state.context] == ids
+        assert len(warnings) == 2  # as above, both checkpoints name it
+        assert all("does not match its hash" in w for w in warnings)
+        report = await j.verify(KEY)
+        assert not report.ok
+        assert any("chunk index is unusable" in str(p) for p in report.problems)
+    finally:
+        await j.aclose()
+
+
+async def test_a_hostile_index_reference_is_refused(tmp_path):
+    """A checkpoint naming a malformed index reference is skipped, not followed."""
+    root = str(tmp_path)
+    ids = await _long_thread(root, 100, 100)
+    j = Journal.open(root)
+    try:
+        layout = ThreadLayout.of(KEY)
+        (body,) = await _checkpoint_bodies(j)
+        hostile = msgspec.structs.replace(body, chunks=["#9" + "a" * 64])
+        assert body.version == 101  # version 1 opens the thread
+        await j.store.delete(layout.checkpoint_key(101))
+        await j.store.create(
+            layout.checkpoint_key(101), codec.encode_checkpoint(hostile)
+        )
+        state, warnings = await j.load_with_warnings(KEY)
+        assert [m.id for m in state.context] == ids
+        assert len(warnings) == 1
+        assert "malformed chunk index reference" in warnings[0]
+    finally:
+        await j.aclose()
+
+
+async def test_retention_keeps_what_the_retained_checkpoints_index_names(tmp_path):
+    root = str(tmp_path)
+    ids = await _long_thread(root, 300, 100)
+    j = Journal.open(root)
+    try:
+        marker = await j.retain(KEY, window=0)
+        assert marker is not None
+        assert marker.checkpoint == 301  # version 1 opens the thread
+        assert await j.first_version(KEY) == 301
+        state, warnings = await j.load_with_warnings(KEY)
+        assert warnings == []
+        assert [m.id for m in state.context] == ids
+        report = await j.verify(KEY)
+        assert report.ok, report.problems
+    finally:
+        await j.aclose()
