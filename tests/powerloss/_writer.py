@@ -12,7 +12,9 @@ power:
   ``key`` (ThreadKey fields), ``segments``, ``checkpoint_every``, ``lease_ttl``,
   ``holder``, ``wait``, ``round`` (prefix of the batch ids), ``blob_every`` (every
   n-th append carries an event larger than the blob threshold; 0: none),
-  ``retain_every`` (``Journal.retain(window=0)`` after every n-th append; 0: never).
+  ``retain_every`` (``Journal.retain(window=0)`` after every n-th append; 0: never),
+  ``chunk_each`` (each message's id ends a chunk, so that checkpoints soon name
+  their chunks through index blobs).
   A writer fenced because its lease renewals fell behind prints ``stopped REASON``
   and idles until it is killed.
 * mode ``journal-many``: acquires ``threads`` threads of one journal (default
@@ -39,9 +41,11 @@ import json
 import os
 import signal
 import sys
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
+from journal.checkpoint import _is_boundary
 from journal.crypto import StaticKeys
 from projections import AgentState
 from stores import JsonFileAgentStateStore, _nowait
@@ -69,7 +73,17 @@ def is_big(index: int, blob_every: int) -> bool:
     return blob_every > 0 and index % blob_every == blob_every - 1
 
 
-async def append_acked(w: ThreadWriter, batch: str, text: str, tag: str = "") -> None:
+def chunk_ending_id() -> str:
+    """A message id that ends a checkpoint chunk (one in 64 does)."""
+    while True:
+        candidate = uuid.uuid4().hex
+        if _is_boundary(candidate):
+            return candidate
+
+
+async def append_acked(
+    w: ThreadWriter, batch: str, text: str, tag: str = "", message_id: str = ""
+) -> None:
     """Append one user message as ``batch``; print ``ack [TAG ]VERSION BATCH``.
 
     A writer whose renewals fall behind stops before its lease could expire
@@ -78,7 +92,8 @@ async def append_acked(w: ThreadWriter, batch: str, text: str, tag: str = "") ->
     """
     prefix = f"{tag} " if tag else ""
     try:
-        rec = await w.append([MessageAppended(Msg("user", text))], batch_id=batch)
+        msg = Msg("user", text, id=message_id) if message_id else Msg("user", text)
+        rec = await w.append([MessageAppended(msg)], batch_id=batch)
     except FencedError as exc:
         out(f"stopped {prefix}{exc}")
         await asyncio.sleep(3600)
@@ -104,10 +119,14 @@ async def journal_writer(cfg: dict[str, Any]) -> None:
     out(f"ready {w.version} {w.epoch}")
     blob_every = int(cfg["blob_every"])
     retain_every = int(cfg["retain_every"])
+    chunk_each = bool(cfg.get("chunk_each"))
     i = 0
     while True:
         batch = f"{cfg['round']}-{i}"
-        await append_acked(w, batch, text_of(batch, is_big(i, blob_every)))
+        text = text_of(batch, is_big(i, blob_every))
+        await append_acked(
+            w, batch, text, message_id=chunk_ending_id() if chunk_each else ""
+        )
         if retain_every and i % retain_every == retain_every - 1:
             await j.retain(key, window=0)
         i += 1

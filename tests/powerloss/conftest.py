@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 TOTAL_CUTS = int(os.environ.get("AJ_POWERLOSS_CUTS", "200"))
 # Every random delay derives from this seed and the scenario's name.
 SEED = os.environ.get("AJ_POWERLOSS_SEED", "20261201")
-# How many scenarios share TOTAL_CUTS: 12 journal, 1 state store, 1 concurrent.
-SCENARIOS = 14
+# How many scenarios share TOTAL_CUTS: 14 journal, 1 state store, 1 concurrent.
+SCENARIOS = 16
 
 
 @pytest.fixture

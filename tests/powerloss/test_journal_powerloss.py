@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal.chunk_index import INDEX_MIN_REFS
 from journal.crypto import StaticKeys
+from journal.layout import ThreadLayout
 from tests.powerloss._harness import (
     MAX_DELAY,
     assert_verify_clean,
@@ -71,6 +73,10 @@ class Scenario:
     takeover: bool = False
     # Every record, checkpoint and chunk encrypted (one key per scenario).
     encrypted: bool = False
+    # Every message ends a chunk: past 64 messages each checkpoint names its
+    # chunks through index blobs (journal.chunk_index), derived data written
+    # unsynced, which retention must make durable before it removes records.
+    chunk_each: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -101,6 +107,13 @@ def _scenarios() -> list[Scenario]:
                 checkpoint_every=3,
                 blob_every=3,
                 encrypted=True,
+            ),
+            Scenario(
+                f"{layout}-chunk-indexes",
+                segments,
+                checkpoint_every=5,
+                retain_every=40,
+                chunk_each=True,
             ),
         ]
     return out
@@ -212,6 +225,10 @@ async def _check_round(
         assert [m.text for m in state.context] == expected, (
             f"{where}: the loaded context is not the committed messages"
         )
+        if s.chunk_each and len(state.context) >= 2 * INDEX_MIN_REFS:
+            # The scenario reaches what it is for: checkpoints with index blobs.
+            indexes = await j.store.list(ThreadLayout.of(key).index_dir)
+            assert indexes, f"{where}: no chunk index was written"
 
         # The next writer continues: a higher epoch than any before, an append, a
         # clean close, and verify still clean.
@@ -258,6 +275,7 @@ def _config(scenario: Scenario, root: Path, round_: int) -> dict[str, Any]:
         "round": round_,
         "blob_every": scenario.blob_every,
         "retain_every": scenario.retain_every,
+        "chunk_each": scenario.chunk_each,
         "kek": _KEKS[scenario.name] if scenario.encrypted else None,
     }
 
