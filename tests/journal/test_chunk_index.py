@@ -181,8 +181,7 @@ async def test_a_long_threads_checkpoints_share_their_chunk_list(tmp_path):
     """Fails with flat chunk lists: the newest checkpoint named all 400 chunks."""
     root = str(tmp_path)
     ids = await _long_thread(root, 400, 25)
-    j = Journal.open(root)
-    try:
+    async with Journal.open(root) as j:
         state, warnings = await j.load_with_warnings(KEY)
         assert warnings == []
         assert [m.id for m in state.context] == ids
@@ -203,8 +202,6 @@ async def test_a_long_threads_checkpoints_share_their_chunk_list(tmp_path):
         # A load at an older checkpoint reads its own, older, index blobs.
         past = await j.load(KEY, at_version=201)  # version 1 opens the thread
         assert [m.id for m in past.context] == ids[:200]
-    finally:
-        await j.aclose()
 
 
 async def _index_refs(j: Journal) -> list[str]:
@@ -212,56 +209,43 @@ async def _index_refs(j: Journal) -> list[str]:
     return [r for r in newest.chunks if r.startswith("#")]
 
 
-async def test_a_missing_index_blob_makes_loads_skip_the_checkpoint(tmp_path):
+@pytest.mark.parametrize("damage", ["missing", "replaced"])
+async def test_a_missing_or_damaged_index_blob_makes_loads_skip_the_checkpoint(
+    tmp_path, damage: str
+):
     root = str(tmp_path)
     ids = await _long_thread(root, 200, 100)
-    j = Journal.open(root)
-    try:
+    async with Journal.open(root) as j:
         ref = (await _index_refs(j))[0]
-        assert await j.store.delete(ThreadLayout.of(KEY).index_key(ref[2:]))
+        index_key = ThreadLayout.of(KEY).index_key(ref[2:])
+        assert await j.store.delete(index_key)
+        if damage == "replaced":
+            # Another index's bytes under this digest: a valid index, the wrong one.
+            await j.store.create(index_key, msgspec.msgpack.encode(["0" * 64]))
         state, warnings = await j.load_with_warnings(KEY)
         assert [m.id for m in state.context] == ids  # from the log, in full
         # The first group is the older checkpoint's too: both are skipped.
         assert len(warnings) == 2
         assert "checkpoint 201 is corrupt" in warnings[0]
         assert "checkpoint 101 is corrupt" in warnings[1]
-        assert all("chunk index is missing" in w for w in warnings)
-        # Derived data written unsynced: a power cut can lose it. A warning,
-        # as for a missing chunk, not a problem.
         report = await j.verify(KEY)
-        assert report.ok, report.problems
-        assert any("lacks a chunk index" in str(w) for w in report.warnings)
-    finally:
-        await j.aclose()
-
-
-async def test_a_damaged_index_blob_is_refused_and_reported(tmp_path):
-    root = str(tmp_path)
-    ids = await _long_thread(root, 200, 100)
-    j = Journal.open(root)
-    try:
-        ref = (await _index_refs(j))[0]
-        index_key = ThreadLayout.of(KEY).index_key(ref[2:])
-        assert await j.store.delete(index_key)
-        # Another index's bytes under this digest: a valid index, the wrong one.
-        await j.store.create(index_key, msgspec.msgpack.encode(["0" * 64]))
-        state, warnings = await j.load_with_warnings(KEY)
-        assert [m.id for m in state.context] == ids
-        assert len(warnings) == 2  # as above, both checkpoints name it
-        assert all("does not match its hash" in w for w in warnings)
-        report = await j.verify(KEY)
-        assert not report.ok
-        assert any("chunk index is unusable" in str(p) for p in report.problems)
-    finally:
-        await j.aclose()
+        if damage == "missing":
+            assert all("chunk index is missing" in w for w in warnings)
+            # Derived data written unsynced: a power cut can lose it. A warning,
+            # as for a missing chunk, not a problem.
+            assert report.ok, report.problems
+            assert any("lacks a chunk index" in str(w) for w in report.warnings)
+        else:
+            assert all("does not match its hash" in w for w in warnings)
+            assert not report.ok
+            assert any("chunk index is unusable" in str(p) for p in report.problems)
 
 
 async def test_a_hostile_index_reference_is_refused(tmp_path):
     """A checkpoint naming a malformed index reference is skipped, not followed."""
     root = str(tmp_path)
     ids = await _long_thread(root, 100, 100)
-    j = Journal.open(root)
-    try:
+    async with Journal.open(root) as j:
         layout = ThreadLayout.of(KEY)
         (body,) = await _checkpoint_bodies(j)
         hostile = msgspec.structs.replace(body, chunks=["#9" + "a" * 64])
@@ -274,15 +258,12 @@ async def test_a_hostile_index_reference_is_refused(tmp_path):
         assert [m.id for m in state.context] == ids
         assert len(warnings) == 1
         assert "malformed chunk index reference" in warnings[0]
-    finally:
-        await j.aclose()
 
 
 async def test_retention_keeps_what_the_retained_checkpoints_index_names(tmp_path):
     root = str(tmp_path)
     ids = await _long_thread(root, 300, 100)
-    j = Journal.open(root)
-    try:
+    async with Journal.open(root) as j:
         marker = await j.retain(KEY, window=0)
         assert marker is not None
         assert marker.checkpoint == 301  # version 1 opens the thread
@@ -292,5 +273,3 @@ async def test_retention_keeps_what_the_retained_checkpoints_index_names(tmp_pat
         assert [m.id for m in state.context] == ids
         report = await j.verify(KEY)
         assert report.ok, report.problems
-    finally:
-        await j.aclose()
