@@ -51,6 +51,7 @@ from moto.server import ThreadedMotoServer
 
 from benchmarks.bench_commit import fill, fill_compacting, turn
 from journal import Journal, MessageAppended, Msg, ThreadKey, codec
+from journal.engine.checkpoints import expand_refs
 from journal.engine.log import ThreadLog
 from tests.services.s3 import (
     CREDENTIALS,
@@ -421,20 +422,25 @@ async def describe(proxy: S3Proxy, case: LoadCase) -> None:
     hint = int((await reader.store.read(log.hint_key))[0])
     raw, _ = await reader.store.read(log.checkpoint_key(hint))
     body = codec.decode_checkpoint(raw)
-    chunks = len(set(body.chunks))
+    flat, indexes = await expand_refs(log, body.chunks)
+    chunks, index_count = len(set(flat)), len(indexes)
     proxy.clear()
     state = await reader.load(case.key)
     counts = methods(proxy)
     tail = state.version - hint
     case.tail = tail
+    held = f"in {chunks} chunks" + (
+        f" listed by {index_count} chunk indexes" if index_count else ""
+    )
     case.shape = (
         f"v{state.version}; checkpoint {hint} holds {body.message_count} messages "
-        f"in {chunks} chunks; tail {tail}"
+        f"{held}; tail {tail}"
     )
+    formula = "3 + tail + chunks" + (" + indexes" if index_count else "")
     case.requests = (
-        f"{sum(counts.values())} ({show(counts)}) = 3 + tail + chunks"
-        if sum(counts.values()) == 3 + max(tail, 1) + chunks
-        else f"{sum(counts.values())} ({show(counts)}), NOT 3 + tail + chunks"
+        f"{sum(counts.values())} ({show(counts)}) = {formula}"
+        if sum(counts.values()) == 3 + max(tail, 1) + chunks + index_count
+        else f"{sum(counts.values())} ({show(counts)}), NOT {formula}"
     )
     await reader.aclose()
 
