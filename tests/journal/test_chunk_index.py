@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey, codec
-from journal.checkpoint import _is_boundary
+from journal.checkpoint import LogSpan, _is_boundary
 from journal.chunk_index import (
     INDEX_MAX_REFS,
     INDEX_MIN_REFS,
@@ -272,4 +272,46 @@ async def test_retention_keeps_what_the_retained_checkpoints_index_names(tmp_pat
         assert warnings == []
         assert [m.id for m in state.context] == ids
         report = await j.verify(KEY)
+        assert report.ok, report.problems
+
+
+async def test_indexes_log_spans_and_retention_mix_in_one_list(tmp_path):
+    """Retention rewrites the spans of a checkpoint whose other chunks are indexed.
+
+    With ``log_spans="always"`` every chunk starts as a log span; the first
+    retention turns the spans below it into blobs, which the next checkpoint
+    groups into index blobs while its newer chunks stay spans; the second
+    retention then rewrites those spans in a checkpoint that also names indexes.
+    """
+    root = str(tmp_path)
+    ids = _boundary_ids(300)
+    j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="always")
+    async with j:
+        async with j.writer(KEY) as w:
+            for n, mid in enumerate(ids[:150], 1):
+                await w.append([MessageAppended(Msg("user", f"m{n}", id=mid))])
+            await w.checkpoint()
+        assert (await j.retain(KEY, window=0)) is not None
+        async with j.writer(KEY) as w:
+            for n, mid in enumerate(ids[150:], 151):
+                await w.append([MessageAppended(Msg("user", f"m{n}", id=mid))])
+            mixed = await w.checkpoint()
+        newest = (await _checkpoint_bodies(j))[-1]
+        assert newest.version == mixed
+        kinds = {r[0] if r[0] in "#@" else "blob" for r in newest.chunks}
+        assert kinds == {"#", "@", "blob"} or kinds == {"#", "@"}, newest.chunks
+        marker = await j.retain(KEY, window=0)
+        assert marker is not None
+        assert marker.checkpoint == mixed
+        rewritten = (await _checkpoint_bodies(j))[-1]
+        spans = [LogSpan.parse(r) for r in rewritten.chunks if r.startswith("@")]
+        # Only the span of the retained record itself may remain (nothing below).
+        assert len(spans) < 3, rewritten.chunks
+        assert all(s is not None and s.first >= mixed for s in spans)
+        assert any(r.startswith("#") for r in rewritten.chunks)
+    async with Journal.open(root) as reader:
+        state, warnings = await reader.load_with_warnings(KEY)
+        assert warnings == []
+        assert [m.id for m in state.context] == ids
+        report = await reader.verify(KEY)
         assert report.ok, report.problems
