@@ -482,6 +482,7 @@ class _Verifier:
             else:
                 self.problem(version, f"checkpoint is unreadable: {exc}")
             return
+        refs: list[str] | None = None
         try:
             refs, _ = await expand_refs(self.log, body.chunks)
         except ObjectNotFoundError as exc:
@@ -489,16 +490,16 @@ class _Verifier:
             self.warning(
                 version, f"{_UNSYNCED} lacks a chunk index ({exc.key}); {_SKIPPED}"
             )
-            return
         except (ValueError, CorruptRecordError, EncryptionError) as exc:
             self.problem(version, f"checkpoint's chunk index is unusable: {exc}")
-            return
         if body.version != version:
             self.problem(version, f"checkpoint file says version {body.version}")
         elif body.record_hash != record_hash:
             self.problem(
                 version, "checkpoint names a record hash that is not the log's"
             )
+        elif refs is None:
+            return  # its chunk list cannot be had: reported above
         elif body.state != encode_state(state.without_context()) or [
             ref_digest(ref) for ref in refs
         ] != [digest for digest, _ in self.encoder.chunk(state.context)]:
@@ -509,7 +510,8 @@ class _Verifier:
             self.problem(
                 version, "checkpoint's batch window differs from the log's batch ids"
             )
-        await self._check_chunks(version, refs)
+        if refs is not None:
+            await self._check_chunks(version, refs)
 
     async def _torn_checkpoint(self, version: int) -> bool:
         """Whether the checkpoint's stored bytes look cut short by a power cut.
