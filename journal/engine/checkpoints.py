@@ -371,6 +371,7 @@ async def read_checkpoint(
     heads: dict[int, tuple[bytes, int]] | None = None,
     *,
     messages: bool = True,
+    indexes: list[str] | None = None,
 ) -> tuple[AgentState, codec.CheckpointBody]:
     """Read the checkpoint at ``version`` with its chunks: the state and the body.
 
@@ -378,7 +379,8 @@ async def read_checkpoint(
     ``heads`` what :func:`read_spans` tells of the records it read. With
     ``messages=False`` the chunks are neither read nor checked: the state's
     context is left empty. Otherwise the body returned lists its chunks flat, its
-    chunk index blobs read (:func:`expand_refs`).
+    chunk index blobs read (:func:`expand_refs`), and ``indexes`` (if given) gets
+    the digests of those index blobs.
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
@@ -401,12 +403,14 @@ async def read_checkpoint(
         return state, body
     if any(ref.startswith("#") for ref in body.chunks):
         try:
-            flat, _ = await expand_refs(log, body.chunks)
+            flat, read = await expand_refs(log, body.chunks)
         except ObjectNotFoundError as exc:
             raise CorruptRecordError(
                 log.label, version, f"a chunk index is missing ({exc.key})"
             ) from None
         body = msgspec.structs.replace(body, chunks=flat)
+        if indexes is not None:
+            indexes += read
     blobs, spans = parse_refs(version, body.chunks)
     chunks = await log.read_blob_buffers(blobs) if blobs else {}
     added = (

@@ -42,7 +42,8 @@ class Loaded(msgspec.Struct):
         head: The version replayed up to.
         head_hash: The hash of the record at ``head``.
         checkpoint: The checkpoint started from (0: none).
-        chunks: The chunk blobs that checkpoint references (already stored).
+        chunks: The chunk blobs that checkpoint references, and the chunk index
+            blobs it was read through (all already stored).
         warnings: Checkpoints skipped, and why.
         head_epoch: The epoch of the record at ``head``.
         window: The idempotency window ending at ``head`` (the checkpoint's,
@@ -124,6 +125,7 @@ async def rebuild(
             ]
             version = usable[-1] if usable else 0
         base: tuple[AgentState, codec.CheckpointBody] | None = None
+        indexes: list[str] = []
         if version == 0:
             if marker is not None:
                 raise CorruptRecordError(
@@ -141,6 +143,7 @@ async def rebuild(
                     refs.provenance if refs is not None else None,
                     heads,
                     messages=messages,
+                    indexes=indexes,
                 )
             except ObjectNotFoundError:
                 warnings.append(
@@ -183,6 +186,8 @@ async def rebuild(
             )
             hint, candidates = await log.read_hint(), None
         else:
+            # A writer's next checkpoint need not put these again.
+            loaded.chunks.update(indexes)
             if not messages:
                 loaded.state.context = []
             return loaded

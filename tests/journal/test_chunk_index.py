@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 import uuid
+from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
@@ -18,7 +19,11 @@ from journal.chunk_index import (
     pack_refs,
     parse_index_ref,
 )
+from journal.engine.log import ThreadLog
 from journal.layout import ThreadLayout
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 KEY = ThreadKey("agent", "index", "main")
 
@@ -315,3 +320,39 @@ async def test_indexes_log_spans_and_retention_mix_in_one_list(tmp_path):
         assert [m.id for m in state.context] == ids
         report = await reader.verify(KEY)
         assert report.ok, report.problems
+
+
+async def test_a_reopened_writer_does_not_put_the_index_blobs_again(
+    tmp_path, monkeypatch
+):
+    """Its first checkpoint writes only the groups completed since the last one."""
+    root = str(tmp_path)
+    ids = await _long_thread(root, 400, 25)
+    puts: list[str] = []
+    put_blobs = ThreadLog.put_blobs
+
+    async def recording(
+        self: ThreadLog,
+        blobs: Sequence[tuple[str, bytes]],
+        *,
+        derived: bool = False,
+        index: bool = False,
+    ) -> None:
+        if index:
+            puts.extend(digest for digest, _ in blobs)
+        await put_blobs(self, blobs, derived=derived, index=index)
+
+    monkeypatch.setattr(ThreadLog, "put_blobs", recording)
+    j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="never")
+    async with j, j.writer(KEY) as w:
+        more = _boundary_ids(3)
+        for n, mid in enumerate(more, 401):
+            await w.append([MessageAppended(Msg("user", f"message {n}", id=mid))])
+        await w.checkpoint()
+        indexes = await j.store.list(ThreadLayout.of(KEY).index_dir)
+        assert len(indexes) > 10  # the thread's groups, all there before
+        # Three chunks more complete at most one level-1 group, and with it
+        # perhaps one group of each level above it.
+        assert len(puts) <= 4, puts
+        state = await j.load(KEY)
+        assert [m.id for m in state.context] == ids + more
