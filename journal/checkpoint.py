@@ -47,6 +47,7 @@ __all__ = [
     "LogSpan",
     "check_log_spans",
     "decode_chunk",
+    "ends_chunk",
     "open_run",
     "pack_chunk",
     "ref_digest",
@@ -128,12 +129,16 @@ def open_run(messages: Sequence[Msg], limit: int) -> int:
     A chunk closed by its size alone is not seen (rare; it only costs a rewrite).
     """
     for n in range(min(limit + 1, len(messages))):
-        if _is_boundary(messages[-1 - n].id):
+        if ends_chunk(messages[-1 - n].id):
             return n
     return min(limit + 1, len(messages))
 
 
-def _is_boundary(message_id: str) -> bool:
+def ends_chunk(message_id: str) -> bool:
+    """Whether a message with this id ends a chunk (about one id in 64 does).
+
+    The content-defined boundary rule of :class:`ChunkEncoder`, by id alone.
+    """
     digest = hashlib.blake2b(message_id.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") % CHUNK_MODULUS == 0
 
@@ -208,7 +213,7 @@ class ChunkEncoder:
             encoded.append(data)
             size += len(data)
             if (
-                _is_boundary(msg.id)
+                ends_chunk(msg.id)
                 or len(run) >= MAX_CHUNK_MESSAGES
                 or size >= MAX_CHUNK_BYTES
             ):

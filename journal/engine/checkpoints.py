@@ -401,13 +401,13 @@ async def read_checkpoint(
     state.version = version
     if not messages:
         return state, body
-    if any(ref.startswith("#") for ref in body.chunks):
-        try:
-            flat, read = await expand_refs(log, body.chunks)
-        except ObjectNotFoundError as exc:
-            raise CorruptRecordError(
-                log.label, version, f"a chunk index is missing ({exc.key})"
-            ) from None
+    try:
+        flat, read = await expand_refs(log, body.chunks)
+    except ObjectNotFoundError as exc:
+        raise CorruptRecordError(
+            log.label, version, f"a chunk index is missing ({exc.key})"
+        ) from None
+    if read:
         body = msgspec.structs.replace(body, chunks=flat)
         if indexes is not None:
             indexes += read

@@ -12,8 +12,8 @@ from journal.checkpoint import (
     OPEN_RUN_SLACK,
     CheckpointPolicy,
     ChunkEncoder,
-    _is_boundary,
     decode_chunk,
+    ends_chunk,
     open_run,
 )
 from journal.engine.log import ThreadLog
@@ -24,7 +24,7 @@ def _ids(boundary: bool, n: int) -> list[str]:
     out: list[str] = []
     while len(out) < n:
         candidate = uuid.uuid4().hex
-        if _is_boundary(candidate) == boundary:
+        if ends_chunk(candidate) == boundary:
             out.append(candidate)
     return out
 
@@ -95,7 +95,7 @@ async def test_automatic_checkpoints_leave_next_to_nothing_open(tmp_path):
             assert open_run(context, OPEN_RUN_SLACK) <= OPEN_RUN_SLACK
             # The chunker agrees: its last chunk is closed or holds that few.
             last = ChunkEncoder().chunk(context)[-1][1]
-            assert _is_boundary(last[-1].id) or len(last) <= OPEN_RUN_SLACK
+            assert ends_chunk(last[-1].id) or len(last) <= OPEN_RUN_SLACK
         previous = version
     assert waited >= 3, versions  # some came at a boundary, before being forced
     state = await Journal.open(j.store.url, checkpoint_every=0).load(key)

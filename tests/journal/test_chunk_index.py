@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-import uuid
 from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey, codec
-from journal.checkpoint import LogSpan, _is_boundary
+from journal.checkpoint import LogSpan
 from journal.chunk_index import (
     INDEX_MAX_REFS,
     INDEX_MIN_REFS,
@@ -21,6 +20,7 @@ from journal.chunk_index import (
 )
 from journal.engine.log import ThreadLog
 from journal.layout import ThreadLayout
+from stores.testing.journal_contract.base import chunk_ending_ids
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -149,19 +149,9 @@ def test_a_malformed_index_blob_is_refused(data: bytes, level: int, match: str):
 # --- on disk ----------------------------------------------------------------------
 
 
-def _boundary_ids(n: int) -> list[str]:
-    """Message ids that each end a chunk: one chunk per message."""
-    out: list[str] = []
-    while len(out) < n:
-        candidate = uuid.uuid4().hex
-        if _is_boundary(candidate):
-            out.append(candidate)
-    return out
-
-
 async def _long_thread(root: str, messages: int, every: int) -> list[str]:
     """A thread of one-message records and a checkpoint every ``every`` records."""
-    ids = _boundary_ids(messages)
+    ids = chunk_ending_ids(messages)
     j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="never")
     async with j.writer(KEY) as w:
         for n, mid in enumerate(ids, 1):
@@ -289,7 +279,7 @@ async def test_indexes_log_spans_and_retention_mix_in_one_list(tmp_path):
     retention then rewrites those spans in a checkpoint that also names indexes.
     """
     root = str(tmp_path)
-    ids = _boundary_ids(300)
+    ids = chunk_ending_ids(300)
     j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="always")
     async with j:
         async with j.writer(KEY) as w:
@@ -345,7 +335,7 @@ async def test_a_reopened_writer_does_not_put_the_index_blobs_again(
     monkeypatch.setattr(ThreadLog, "put_blobs", recording)
     j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="never")
     async with j, j.writer(KEY) as w:
-        more = _boundary_ids(3)
+        more = chunk_ending_ids(3)
         for n, mid in enumerate(more, 401):
             await w.append([MessageAppended(Msg("user", f"message {n}", id=mid))])
         await w.checkpoint()

@@ -45,7 +45,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from journal import FencedError, Journal, MessageAppended, Msg, ThreadKey
-from journal.checkpoint import _is_boundary
+from journal.checkpoint import ends_chunk
 from journal.crypto import StaticKeys
 from projections import AgentState
 from stores import JsonFileAgentStateStore, _nowait
@@ -77,7 +77,7 @@ def chunk_ending_id() -> str:
     """A message id that ends a checkpoint chunk (one in 64 does)."""
     while True:
         candidate = uuid.uuid4().hex
-        if _is_boundary(candidate):
+        if ends_chunk(candidate):
             return candidate
 
 

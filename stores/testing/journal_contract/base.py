@@ -27,6 +27,7 @@ from journal import (
     register_event,
     unregister_event,
 )
+from journal.checkpoint import ends_chunk
 from journal.codec import BLOB_THRESHOLD
 from projections import AgentState, AgentStateProjection, fold
 
@@ -49,6 +50,7 @@ __all__ = [
     "RecordingStore",
     "all_records",
     "batch_ids",
+    "chunk_ending_ids",
     "empty_state",
     "encoded",
     "forgotten",
@@ -202,6 +204,20 @@ def new_key(**ids: str | None) -> ThreadKey:
     }
     args.update(ids)
     return ThreadKey(**args)
+
+
+def chunk_ending_ids(n: int) -> list[str]:
+    """``n`` fresh message ids that each end a checkpoint chunk (one id in 64 does).
+
+    A context of such messages has a chunk per message, so a test reaches many
+    chunks (and chunk index blobs) with few messages.
+    """
+    out: list[str] = []
+    while len(out) < n:
+        candidate = uuid.uuid4().hex
+        if ends_chunk(candidate):
+            out.append(candidate)
+    return out
 
 
 def say(text: str, role: Role = "user") -> MessageAppended:

@@ -9,8 +9,6 @@ checkpoints and reopened writers, under any automatic checkpoint interval.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -46,7 +44,6 @@ from journal import (
     ToolUseBlock,
     VerificationRecorded,
 )
-from journal.checkpoint import CHUNK_MODULUS
 from journal.chunk_index import INDEX_MIN_REFS
 from journal.layout import ThreadLayout, version_of
 from stores.testing.journal_contract.base import (
@@ -54,6 +51,7 @@ from stores.testing.journal_contract.base import (
     JournalFixtures,
     RecordingStore,
     all_records,
+    chunk_ending_ids,
     encoded,
     new_key,
     replay,
@@ -320,7 +318,7 @@ class CheckpointContract(JournalFixtures):
         j = journal(checkpoint_every=0)
         checkpoints: list[int] = []
         async with j.writer(key) as w:
-            for n, message_id in enumerate(_chunk_ending_ids(INDEX_MIN_REFS + 36), 1):
+            for n, message_id in enumerate(chunk_ending_ids(INDEX_MIN_REFS + 36), 1):
                 await w.append([MessageAppended(Msg("user", f"m{n}", id=message_id))])
                 if n in (INDEX_MIN_REFS, INDEX_MIN_REFS + 36):
                     checkpoints.append(await w.checkpoint())
@@ -337,14 +335,3 @@ class CheckpointContract(JournalFixtures):
         assert report.ok, report.problems
         assert report.warnings == []
         assert report.checkpoints == 2
-
-
-def _chunk_ending_ids(n: int) -> list[str]:
-    """``n`` message ids that each end a chunk (see ``journal.checkpoint``)."""
-    out: list[str] = []
-    while len(out) < n:
-        candidate = uuid.uuid4().hex
-        digest = hashlib.blake2b(candidate.encode(), digest_size=4).digest()
-        if int.from_bytes(digest, "big") % CHUNK_MODULUS == 0:
-            out.append(candidate)
-    return out
