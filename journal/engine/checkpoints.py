@@ -59,6 +59,7 @@ __all__ = [
     "LogRefs",
     "Snapshot",
     "expand_refs",
+    "flush_stored_checkpoint",
     "parse_refs",
     "plan_chunks",
     "put_chunks",
@@ -314,12 +315,17 @@ def span_messages(log: ThreadLog, span: LogSpan, added: AddedMessages) -> list[e
     )
 
 
-async def expand_refs(log: ThreadLog, refs: list[str]) -> tuple[list[str], list[str]]:
+async def expand_refs(
+    log: ThreadLog, refs: list[str], limit: int
+) -> tuple[list[str], list[str]]:
     """A checkpoint's chunk references with its index blobs read: flat, in order.
 
     See :mod:`journal.chunk_index`. Each level's index blobs are read in one batch
     and checked against their digests. A list without index references is
-    returned as it is.
+    returned as it is. ``limit`` is the checkpoint's message count: every chunk
+    and log span holds a message at least, so indexes standing for more
+    references than that are refused before the list is built (a few small index
+    blobs naming each other over and over would otherwise stand for millions).
 
     Returns:
         The flat references, and the digests of the index blobs read.
@@ -353,13 +359,25 @@ async def expand_refs(log: ThreadLog, refs: list[str]) -> tuple[list[str], list[
                 )
             blobs[digest] = blob
         indexes += digests
+        groups = {
+            ref: decode_index(blobs[digest], level)
+            for ref, (level, digest) in named.items()
+        }
+        # Each reference of the next level stands for one at least: counted
+        # before anything is built.
+        size = sum(len(groups[ref]) if ref in groups else 1 for ref in refs)
+        if size > limit:
+            raise ValueError(
+                f"chunk indexes stand for {size} references or more, more than the "
+                f"checkpoint's {limit} messages"
+            )
         flat: list[str] = []
         for ref in refs:
-            found = named.get(ref)
-            if found is None:
+            group = groups.get(ref)
+            if group is None:
                 flat.append(ref)
             else:
-                flat += decode_index(blobs[found[1]], found[0])
+                flat += group
         refs = flat
     return refs, indexes
 
@@ -402,7 +420,7 @@ async def read_checkpoint(
     if not messages:
         return state, body
     try:
-        flat, read = await expand_refs(log, body.chunks)
+        flat, read = await expand_refs(log, body.chunks, body.message_count)
     except ObjectNotFoundError as exc:
         raise CorruptRecordError(
             log.label, version, f"a chunk index is missing ({exc.key})"
@@ -433,6 +451,45 @@ async def read_checkpoint(
             f"expected {body.message_count}"
         )
     return state, body
+
+
+async def _flush_found(log: ThreadLog, snap: Snapshot) -> bool:
+    """Flush the checkpoint found at ``snap.version`` with all it names, if usable.
+
+    An exclusive create keeps the checkpoint already there: the writer's own
+    background one, another process's, or one a power cut tore. Read whole, it is
+    what must become durable, and it may name other chunks and index blobs than
+    the caller's (a background checkpoint past the log span limit turned other
+    spans into blobs). False when it cannot be read (torn, or naming what the cut
+    lost) or covers another record: the caller's replaces it.
+    """
+    found: list[str] = []
+    try:
+        _, stored = await read_checkpoint(log, snap.version, indexes=found)
+    except (ValueError, CorruptRecordError, msgspec.DecodeError):
+        return False
+    if stored.record_hash != snap.record_hash:
+        return False
+    await log.flush_checkpoint(snap.version, stored.chunks, found)
+    return True
+
+
+async def flush_stored_checkpoint(log: ThreadLog, version: int) -> None:
+    """Make the checkpoint stored at ``version`` durable, with all it names.
+
+    What the stored file names, read back (its chunks and chunk index blobs), for
+    a caller that did not write it or whose list may differ from it: retention
+    keeping it, ``Journal.checkpoint`` finding the head checkpointed already.
+
+    Raises:
+        ObjectNotFoundError: There is no checkpoint at ``version``, or an index
+            blob it names is missing.
+        ValueError: It, or an index blob it names, is malformed.
+        CorruptRecordError: An index blob does not match its digest.
+    """
+    stored = codec.decode_checkpoint(await log.read_checkpoint(version))
+    chunks, indexes = await expand_refs(log, stored.chunks, stored.message_count)
+    await log.flush_checkpoint(version, chunks, indexes)
 
 
 async def put_chunks(
@@ -580,8 +637,11 @@ async def store_checkpoint(
         len(snap.messages),
         snap.batches,
     )
-    await log.create_checkpoint(snap.version, codec.encode_checkpoint(body))
-    if durable:
+    encoded = codec.encode_checkpoint(body)
+    created = await log.create_checkpoint(snap.version, encoded)
+    if durable and (created or not await _flush_found(log, snap)):
+        if not created:
+            await log.rewrite_checkpoint(snap.version, encoded)
         await log.flush_checkpoint(snap.version, digests, (d for d, _ in indexes))
     if log.signer is not None:
         # Imported here: a journal without a signing key never loads the sealing.

@@ -16,7 +16,12 @@ from journal import codec
 from journal.checkpoint import CheckpointPolicy, ChunkEncoder, check_log_spans
 from journal.compression import compressor
 from journal.crypto import Encryption, KeyProvider, require_crypto
-from journal.engine.checkpoints import LogRefs, Snapshot, store_checkpoint
+from journal.engine.checkpoints import (
+    LogRefs,
+    Snapshot,
+    flush_stored_checkpoint,
+    store_checkpoint,
+)
 from journal.engine.listing import list_threads, walk_threads
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
@@ -287,7 +292,10 @@ class Journal:
 
         Takes no lease and commits no record: a checkpoint is derived data that
         readers verify against the log, created exclusively, so it can be written by
-        any reader while a writer appends.
+        any reader while a writer appends. Durable when this returns, with what it
+        names: the checkpoint found at the head already (a background one, not
+        synced) is flushed, and one found there that cannot be read whole is
+        replaced.
 
         Raises:
             ValueError: The thread has no records.
@@ -299,7 +307,10 @@ class Journal:
             logger.warning("%s", warning)
         if loaded.head == 0:
             raise ValueError(f"{log.label} has no records to checkpoint")
-        if loaded.checkpoint != loaded.head:
+        if loaded.checkpoint == loaded.head:
+            # Checkpointed already, perhaps in the background: not synced then.
+            await flush_stored_checkpoint(log, loaded.head)
+        else:
             state = loaded.state
             await store_checkpoint(
                 log,

@@ -659,18 +659,21 @@ class ThreadLog:
                 raise ValueError(f"checkpoint {exc}") from None
         return data
 
-    async def create_checkpoint(self, version: int, data: bytes) -> None:
+    async def create_checkpoint(self, version: int, data: bytes) -> bool:
         """Create the checkpoint at ``version`` unless one exists (it is derived).
 
         Not synced (:meth:`ObjectStore.create_derived`): a checkpoint's syncs
         would queue the commits made meanwhile behind them, and one lost to a
         power cut costs only a longer replay. Retention flushes the one it keeps.
+
+        Returns:
+            Whether it was created (False: one was there, and stays).
         """
         if self.encrypt:
             cipher = self._writing_cipher()
             await cipher.writable()
             data = cipher.seal(crypto.CHECKPOINT_MAGIC, version_name(version), data)
-        await self.store.create_derived(self.checkpoint_key(version), data)
+        return await self.store.create_derived(self.checkpoint_key(version), data)
 
     async def rewrite_checkpoint(self, version: int, data: bytes) -> None:
         """Replace the checkpoint at ``version`` with ``data``, durably (retention).

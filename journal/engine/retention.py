@@ -9,7 +9,7 @@ import msgspec
 from journal import codec
 from journal.checkpoint import LogSpan, pack_chunk
 from journal.engine.checkpoints import (
-    expand_refs,
+    flush_stored_checkpoint,
     read_checkpoint,
     read_spans,
     span_messages,
@@ -66,9 +66,7 @@ async def retain(
     # From here on the checkpoint is the only copy of what the records before it
     # held; it was written without a sync. As stored now (its spans below the
     # retained version rewritten), with every chunk and chunk index it names.
-    stored = codec.decode_checkpoint(await log.read_checkpoint(chosen))
-    chunks, indexes = await expand_refs(log, stored.chunks)
-    await log.flush_checkpoint(chosen, chunks, indexes)
+    await flush_stored_checkpoint(log, chosen)
     marker = RetentionMarker(chosen, chosen, now)
     await log.write_retention(marker)
     if await log.read_hint() < chosen:

@@ -484,7 +484,7 @@ class _Verifier:
             return
         refs: list[str] | None = None
         try:
-            refs, _ = await expand_refs(self.log, body.chunks)
+            refs, _ = await expand_refs(self.log, body.chunks, body.message_count)
         except ObjectNotFoundError as exc:
             # Index blobs are derived data, written unsynced like the chunks.
             self.warning(

@@ -18,6 +18,7 @@ from journal.chunk_index import (
     pack_refs,
     parse_index_ref,
 )
+from journal.engine import checkpoints
 from journal.engine.log import ThreadLog
 from journal.layout import ThreadLayout
 from stores.testing.journal_contract.base import chunk_ending_ids
@@ -253,6 +254,47 @@ async def test_a_hostile_index_reference_is_refused(tmp_path):
         assert [m.id for m in state.context] == ids
         assert len(warnings) == 1
         assert "malformed chunk index reference" in warnings[0]
+
+
+async def test_indexes_naming_more_chunks_than_the_checkpoint_holds_are_refused(
+    tmp_path, monkeypatch
+):
+    """Fails without a bound on the expansion: three index blobs of 64 references,
+    each naming the one below 64 times, stood for 64**3 references, and the load
+    decoded the one chunk they name that many times before it could count."""
+    root = str(tmp_path)
+    ids = await _long_thread(root, 100, 100)
+    async with Journal.open(root) as j:
+        layout = ThreadLayout.of(KEY)
+        (body,) = await _checkpoint_bodies(j)
+        chunk = (await j.store.list(layout.blob_dir))[0].rsplit("/", 1)[-1]
+        ref = chunk
+        for level in (1, 2, 3):
+            data = msgspec.msgpack.encode([ref] * INDEX_MAX_REFS)
+            digest = hashlib.sha256(data).hexdigest()
+            await j.store.create(layout.index_key(digest), data)
+            ref = f"#{level}{digest}"
+        bomb = msgspec.structs.replace(body, chunks=[ref])
+        await j.store.delete(layout.checkpoint_key(body.version))
+        await j.store.create(
+            layout.checkpoint_key(body.version), codec.encode_checkpoint(bomb)
+        )
+        decoded = []
+        real = checkpoints.decode_chunk
+        monkeypatch.setattr(
+            checkpoints, "decode_chunk", lambda raw: decoded.append(1) or real(raw)
+        )
+        state, warnings = await j.load_with_warnings(KEY)
+        assert [m.id for m in state.context] == ids  # replayed from the log
+        assert len(warnings) == 1
+        assert "more than the checkpoint's 100 messages" in warnings[0]
+        assert decoded == []
+        report = await j.verify(KEY)
+        assert not report.ok
+        assert any(
+            "chunk index is unusable" in str(p) and "more than" in str(p)
+            for p in report.problems
+        )
 
 
 async def test_retention_keeps_what_the_retained_checkpoints_index_names(tmp_path):
