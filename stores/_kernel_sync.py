@@ -314,9 +314,17 @@ class KernelSyncs:
             self._sync_in_thread(op)
 
     def _sync_in_thread(self, op: _Op[Any]) -> None:
-        """Sync ``op`` (not in the kernel) and complete it, in a thread of its own."""
+        """Sync ``op`` (not in the kernel) and complete it, in a thread of its own.
+
+        Here when no thread can be started (the process has run out of them):
+        blocking the loop for one sync beats an append that never ends and holds
+        its segment's locks for good.
+        """
         del self._ops[op.key]
-        _daemon(self._sync_here, op, "agent-journal-sync")
+        try:
+            _daemon(self._sync_here, op, "agent-journal-sync")
+        except RuntimeError:
+            self._sync_here(op)
 
     def _sync_here(self, op: _Op[Any]) -> None:
         try:
@@ -349,7 +357,10 @@ class KernelSyncs:
                 if queued:
                     self._sync_in_thread(op)
                 elif op.key in self._ops:  # in the kernel (else a thread has it)
-                    _daemon(self._wait_out, op, "agent-journal-orphaned-sync")
+                    # Without a thread, the loop's own reaping (or its close)
+                    # still runs the completion.
+                    with contextlib.suppress(RuntimeError):
+                        _daemon(self._wait_out, op, "agent-journal-orphaned-sync")
             raise
 
     def _on_ready(self) -> None:

@@ -631,26 +631,33 @@ class _Segment:
         ``sync=False`` leaves the frames to the next sync of the file (derived
         objects: see :meth:`SegmentSet.create_many`).
         """
-        started, commit = self.write_frames(fd, items)
+        started, commit, undo = self.write_frames(fd, items)
         if self.fsync and sync:
-            os.fdatasync(fd)
+            try:
+                os.fdatasync(fd)
+            except BaseException:
+                undo()
+                raise
         commit()
         return started
 
     def write_frames(
         self, fd: int, items: Sequence[tuple[int, str, bytes]]
-    ) -> tuple[bool, Callable[[], None]]:
+    ) -> tuple[bool, Callable[[], None], Callable[[], None]]:
         """Write ``(kind, name, data)`` frames in one write, not yet synced or indexed.
 
         The caller holds the lock, and keeps it until it has synced the file (if it
-        syncs) and called the returned function, which indexes the frames. After a
-        failed sync the caller does not call it; the frames' bytes stay in the
-        file, where the next scan finds them whole or torn: the append's outcome
-        is unknown, as after any failed write.
+        syncs) and called the first function returned, which indexes the frames.
+        After a failed sync it calls the second instead, which overwrites the
+        frames with zeros: after a failed ``fdatasync`` Linux may mark the pages it
+        could not write clean, so a later sync would succeed without them, and
+        frames left looking whole would be indexed by the next scan (served to
+        readers, adopted by a retry, built on by the next append). A write that
+        fails partway is undone the same way before this raises.
 
         Returns:
             Whether this write started the file (its name must then be synced),
-            and the function that indexes the frames.
+            the function that indexes the frames, and the one that undoes them.
         """
         index = self.index
         if index.torn and active():
@@ -677,6 +684,7 @@ class _Segment:
             head = frame(_FILE_ID, "", file_id)
         frames = [frame(kind, name, data) for kind, name, data in items]
         payload = head + b"".join(frames)
+        start, size, length = index.end, index.size, len(payload)
         if index.size - index.end < len(payload):
             # Extend the file past the frames by a reserve of zeros, synced with
             # them: the next appends overwrite blocks already allocated and
@@ -685,7 +693,15 @@ class _Segment:
             reserve = reserve_for(index.end + len(payload), self.reserve, self.least)
             index.size = index.end + len(payload) + reserve
             payload += bytes(reserve)
-        _write_at(fd, payload, index.end)
+
+        def undo() -> None:
+            self._unwrite(fd, start, length, size)
+
+        try:
+            _write_at(fd, payload, start)
+        except BaseException:
+            undo()
+            raise
 
         def commit() -> None:
             if file_id is not None:
@@ -699,7 +715,21 @@ class _Segment:
                 pos += len(framed)
             index.end = pos
 
-        return started, commit
+        return started, commit, undo
+
+    def _unwrite(self, fd: int, start: int, length: int, size: int) -> None:
+        """Zero the ``length`` bytes a failed append wrote at ``start`` (locks held).
+
+        Zeros end the frames, as the reserve's do, so no scan (this process's or
+        another's) takes them for a frame, and the next append writes over them.
+        The first word goes first, alone: it is what a scan stops at. Should even
+        that fail (a file system refusing every write), the bytes stay, and the
+        append's outcome is unknown, as after a crash inside it.
+        """
+        self.index.size = size
+        with contextlib.suppress(OSError):
+            _write_at(fd, _ZERO_WORD, start)
+            _write_at(fd, bytes(length - len(_ZERO_WORD)), start + len(_ZERO_WORD))
 
     def trim_reserve(self) -> None:
         """Cut the reserve's zeros off the end of the file (the caller holds ``lock``).
@@ -1140,7 +1170,7 @@ class PendingCreate:
     def __init__(
         self,
         fd: int | None,
-        commit: Callable[[], None],
+        written: tuple[Callable[[], None], Callable[[], None]],
         segment: _Segment,
         locked_fd: int,
         sync_dir: str | None,
@@ -1148,7 +1178,7 @@ class PendingCreate:
         etag: str,
     ) -> None:
         self._fd = fd
-        self._commit = commit
+        self._commit, self._undo = written
         self._segment = segment
         self._locked_fd = locked_fd
         self._sync_dir = sync_dir
@@ -1162,21 +1192,24 @@ class PendingCreate:
             The object's etag.
 
         Raises:
-            OSError: The sync failed. The locks are let go of and the frame is
-                not indexed here, but its bytes stay in the file (see
-                :meth:`_Segment.write_frames`).
+            OSError: The sync of the file or of its directory failed. The frame
+                is overwritten with zeros (see :meth:`_Segment.write_frames`) and
+                the locks are let go of.
         """
         try:
             if self._fd is not None:
                 os.fdatasync(self._fd)
+            if self._sync_dir is not None and not self._index.dir_synced:
+                # The segment's directory entry must be durable before the frame
+                # is indexed: its creator may have crashed before syncing it.
+                fsync_dir(self._sync_dir)
+                self._index.dir_synced = True
             self._commit()
+        except BaseException:
+            self._undo()
+            raise
         finally:
             self._segment.unlock_after_write(self._locked_fd)
-        if self._sync_dir is not None and not self._index.dir_synced:
-            # The segment's directory entry must be durable before we acknowledge;
-            # its creator may have crashed before syncing it.
-            fsync_dir(self._sync_dir)
-            self._index.dir_synced = True
         return self.etag
 
     @property
@@ -1200,11 +1233,12 @@ class PendingCreate:
             The object's etag.
 
         Raises:
-            OSError: ``error``, once the locks are let go of (the frame is then
-                not indexed, as after a failed sync in :meth:`finish`).
+            OSError: ``error``, once the frame is undone and the locks let go of,
+                as after a failed sync in :meth:`finish`.
         """
         try:
             if error is not None:
+                self._undo()
                 raise error
             self._commit()
         finally:
@@ -1366,14 +1400,14 @@ class SegmentSet:
             # A plain file of the same name (a log written file per record) counts.
             if name in segment.index.live or _plain_file_exists(directory, name):
                 raise ObjectExistsError(key)
-            _, commit = segment.write_frames(fd, [(_PUT, name, data)])
+            _, commit, undo = segment.write_frames(fd, [(_PUT, name, data)])
         except BaseException:
             segment.unlock_after_write(fd)
             raise
         index = segment.index
         return PendingCreate(
             fd if self.fsync else None,
-            commit,
+            (commit, undo),
             segment,
             fd,
             directory if self.fsync and not index.dir_synced else None,

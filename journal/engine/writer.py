@@ -689,6 +689,10 @@ class ThreadWriter:
         """Decide what a taken slot means; return the record if it is ours."""
         parsed = await self.log.read_parsed(version)
         body = parsed.body
+        # Found, not written by this attempt: perhaps never synced (a writer that
+        # died before its sync, on a store whose failed appends stay readable).
+        # Acknowledged or built on, it must be durable first.
+        await self.log.store.flush([self.log.record_key(version)])
         # Only this writer ever commits at its epoch (each epoch is granted by one
         # lease swap), so a record at our epoch under our holder id is an earlier
         # attempt of ours that landed, even one whose doubt was not remembered (its

@@ -339,6 +339,34 @@ async def test_a_sync_the_kernel_refuses_runs_in_a_thread_and_later_ones_in_work
     await store.aclose()
 
 
+async def test_a_sync_that_gets_no_thread_runs_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fails when the thread cannot be started: the sync was dropped from the
+    loop's syncs before, so it never ran, its append never ended, and its
+    segment's locks stayed held."""
+    syncs = _kernel_sync.for_running_loop()
+    assert syncs is not None, "this kernel refuses AIO contexts"
+
+    def no_thread(*_: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_kernel_sync, "_daemon", no_thread)
+    errors: list[OSError | None] = []
+    read_end, write_end = os.pipe()
+    try:
+        op = syncs.submit(read_end, errors.append)  # refused by the kernel: EINVAL
+        assert op is not None
+        await asyncio.wait_for(syncs.wait(op), 5)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert len(errors) == 1
+    assert isinstance(errors[0], OSError)
+    assert errors[0].errno == errno.EINVAL  # the pipe's fdatasync, run here
+    assert _kernel_sync.in_flight() == 0
+
+
 def _ring_size(syncs: KernelSyncs) -> int:
     """The events the kernel's ring holds: ``nr`` in the ring's header, which the
     context's id addresses (``struct aio_ring``: id, nr, head, tail, ...)."""
