@@ -113,10 +113,22 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def ensure_dirs(directory: str, *, fsync: bool, mode: int = 0o777) -> None:
+def ensure_dirs(
+    directory: str,
+    *,
+    fsync: bool,
+    mode: int = 0o777,
+    root: str | None = None,
+    durable: set[str] | None = None,
+) -> None:
     """Create ``directory`` and its missing parents, syncing each new entry's parent.
 
     A new directory entry is durable only once its parent directory is synced.
+    With ``root`` and ``durable`` (a set the caller keeps), the directories found
+    between ``root`` and ``directory`` have their entries synced too, each once
+    (``durable`` remembers them): another thread or process may have made one a
+    moment ago and not synced its parent yet, and what is written under it must
+    not be taken as durable before it is.
     """
     missing: list[str] = []
     probe = directory
@@ -131,6 +143,17 @@ def ensure_dirs(directory: str, *, fsync: bool, mode: int = 0o777) -> None:
             os.mkdir(path, mode)
         if fsync:
             fsync_dir(os.path.dirname(path))
+    if root is None or durable is None:
+        return
+    durable.update(missing)
+    if not fsync:
+        return
+    below = root.rstrip("/") + "/"
+    found = probe
+    while found.startswith(below) and found not in durable:
+        fsync_dir(os.path.dirname(found))
+        durable.add(found)
+        found = os.path.dirname(found)
 
 
 def write_temp(

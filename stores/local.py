@@ -379,6 +379,8 @@ class LocalStore(ObjectStore):
         self._write_cost = 0.0  # running average of an append's seconds
         self._last_append = ("", 0.0)  # directory, monotonic time
         self._dirs: set[str] = set()
+        # Directories whose entry this store has synced (see ensure_dirs).
+        self._durable_dirs: set[str] = set()
         self._segs = SegmentSet(fsync, lock_timeout)
         # Directory keys already validated, with their paths: a commit's key only
         # needs its last part checked.
@@ -411,7 +413,12 @@ class LocalStore(ObjectStore):
 
     def _ensure_dir(self, directory: str) -> None:
         if directory not in self._dirs:
-            ensure_dirs(directory, fsync=self.fsync)
+            ensure_dirs(
+                directory,
+                fsync=self.fsync,
+                root=self._root,
+                durable=self._durable_dirs,
+            )
             self._dirs.add(directory)
 
     def _locate(self, key: str) -> tuple[str, str]:
