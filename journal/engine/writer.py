@@ -254,6 +254,11 @@ class ThreadWriter:
         try:
             for warning in loaded.warnings:
                 logger.warning("%s", warning)
+            if loaded.head:
+                # The head may be a dead writer's, written but never synced: what
+                # this writer builds on must be durable, and its own records may
+                # go to another file (the next segment) whose syncs do not cover it.
+                await self.log.store.flush([self.log.record_key(loaded.head)])
             self.state, self.version = loaded.state, loaded.head
             self._head_hash = loaded.head_hash
             self._last_checkpoint, self._chunks = loaded.checkpoint, loaded.chunks
@@ -717,7 +722,12 @@ class ThreadWriter:
             record = (await self.log.materialize([parsed]))[0]
             self._uncertain.pop(version, None)
             self._advance(record, parsed.hash, parsed.content_digest())
-            return record if body.batch_id == batch else None
+            if body.batch_id == batch:
+                return record
+            if expected_version is not None:
+                # An earlier commit of ours that landed unseen: the head moved.
+                raise VersionConflictError(self.label, expected_version, version)
+            return None
         if body.epoch > self.epoch:
             raise self._fence(
                 body.epoch, f"version {version} was committed at epoch {body.epoch}"
@@ -830,15 +840,18 @@ class ThreadWriter:
         The change is committed as the specific events it amounts to where they
         exist (a new summary is a ``SummarySet``), else as one ``AgentStateReplaced``
         whose messages are stored as content-addressed chunks. Returns None (and
-        commits nothing) when the mutation changed nothing.
+        commits nothing) when the mutation changed nothing. Should the commit meet
+        records this writer had not seen (a previous holder's, committed after a
+        takeover whose fence was deferred), they are taken in and ``mutation``
+        runs again on the state they make, so that their changes stay.
 
         Raises:
             ValueError: The mutation changed the thread's identity, its runs or its
                 pending tool calls (which only the log's events may change).
         """
         _check_id("run_id", run_id)
-        async with self._lock:
-            self._check_writable()
+
+        def mutated() -> AgentState:
             copy = self.state.copy()
             result = mutation(copy)
             new = copy if result is None else result
@@ -846,7 +859,11 @@ class ThreadWriter:
                 raise TypeError(
                     f"mutation returned {type(new).__name__}, not an AgentState"
                 )
-            return await self._commit_state(new, reason, run_id)
+            return new
+
+        async with self._lock:
+            self._check_writable()
+            return await self._commit_state(mutated, reason, run_id)
 
     async def replace_state(
         self,
@@ -857,19 +874,64 @@ class ThreadWriter:
     ) -> codec.Record | None:
         """Commit ``state`` as the new state (as events where possible).
 
+        The change is worked out against the writer's state. Records met on the
+        way that the writer had not seen (a previous holder's, committed after a
+        takeover whose fence was deferred) are taken in first; the change is then
+        worked out again against them, or, with ``expected_version``, refused.
+
         Raises:
-            StaleStateError: ``expected_version`` is given and is not the head.
+            StaleStateError: ``expected_version`` is given and is not the head,
+                or records were met on the way.
         """
         async with self._lock:
             self._check_writable()
             if expected_version is not None and expected_version != self.version:
                 raise StaleStateError(self.label, expected_version, self.version)
-            new = keep_log_facts(state.copy(), self.state)
-            return await self._commit_state(new, reason, None)
+            try:
+                return await self._commit_state(
+                    lambda: keep_log_facts(state.copy(), self.state),
+                    reason,
+                    None,
+                    again=expected_version is None,
+                )
+            except VersionConflictError as exc:
+                # Records found on the way (a previous holder's, committed after
+                # our takeover, before our fence): ``state`` is not their sequel.
+                assert expected_version is not None  # noqa: S101 - else worked out again
+                raise StaleStateError(
+                    self.label, expected_version, self.version
+                ) from exc
 
     async def _commit_state(
+        self,
+        make: Callable[[], AgentState],
+        reason: str,
+        run_id: str | None,
+        *,
+        again: bool = True,
+    ) -> codec.Record | None:
+        """Commit the change from the state to ``make()``, as at this version only.
+
+        The events are worked out against the writer's state, so they are
+        committed only as its sequel: records found in the way (a previous
+        holder's, committed after a takeover whose fence is deferred; an earlier
+        attempt of ours that landed unseen) are taken in first, and the change is
+        worked out again on the new state (``again``), or refused with
+        :class:`VersionConflictError`. Committing it anyway would replay a change
+        made to an older state over theirs (a message they added, dropped).
+        """
+        while True:
+            seen = self.version
+            try:
+                return await self._commit_change(make(), reason, run_id)
+            except VersionConflictError:
+                if not again or self.version == seen:
+                    raise
+
+    async def _commit_change(
         self, new: AgentState, reason: str, run_id: str | None
     ) -> codec.Record | None:
+        seen = self.version
         events = diff_states(self.state, new)
         if events is None:
             chunks = self._chunker.chunk(new.context)
@@ -881,10 +943,10 @@ class ThreadWriter:
             local: list[object] = [
                 ev.AgentStateReplaced(reason, bare, messages=list(new.context))
             ]
-            return await self._commit(wire, None, run_id, None, local)
+            return await self._commit(wire, None, run_id, seen, local)
         if not events:
             return None
-        return await self._commit(events, None, run_id, None)
+        return await self._commit(events, None, run_id, seen)
 
     async def clear_context(self, reason: str = "") -> codec.Record:
         """Commit ``ContextCleared``: messages and summary go, the rest stays."""

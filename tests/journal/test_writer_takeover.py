@@ -1,0 +1,150 @@
+"""A writer meeting records it did not see coming: its own uncertain ones, a
+previous holder's late ones, and a dead writer's unsynced head.
+
+Each test failed before the fix it names, found by review:
+- an append with ``expected_version`` went through after the writer adopted its
+  own earlier record that had landed while its reply was lost;
+- a writer with a deferred fence committed a state change worked out against its
+  stale state on top of records the previous holder committed (and had
+  acknowledged) after the takeover, erasing them from the state;
+- a new writer built on a head record a killed writer had written but not synced,
+  and nothing made it durable when the new writer's records went to another file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+
+from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
+from journal.errors import StaleStateError, StorageError, VersionConflictError
+from stores.local import LocalStore
+from stores.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+KEY = ThreadKey("agent", "takeover", "alice")
+
+
+class LostReply(MemoryStore):
+    """Applies a create, then reports a failure for the key it is told to."""
+
+    fail_key: str | None = None
+
+    async def create(self, key: str, data: bytes) -> str:
+        etag = await super().create(key, data)
+        if key == self.fail_key:
+            self.fail_key = None
+            raise StorageError("connection reset after the write was applied")
+        return etag
+
+
+async def test_an_expected_version_append_conflicts_after_an_uncertain_one_landed():
+    store = LostReply(f"lost-{uuid.uuid4().hex}")
+    j = Journal(store)
+    w = await j.acquire(KEY, "a")
+    await w.append([SummarySet("one")])
+    seen = w.version
+    store.fail_key = w.log.record_key(seen + 1)
+    with pytest.raises(StorageError):
+        await w.append([SummarySet("two")])  # landed, its reply lost
+    with pytest.raises(VersionConflictError):
+        await w.append([SummarySet("three")], expected_version=seen)
+    # The uncertain record was found and taken in: the writer is at it now.
+    assert w.version == seen + 1
+    assert w.state.summary == "two"
+    await w.append([SummarySet("three")], expected_version=seen + 1)
+    await w.close()
+    assert [r.version async for r in j.records(KEY)][-1] == seen + 2
+
+
+class Skewed(MemoryStore):
+    """The same objects as ``shared``: a second client of one memory store."""
+
+    def __init__(self, shared: MemoryStore) -> None:
+        super().__init__(f"{shared.url}-client")
+        self._objects, self._sorted, self._lock = (
+            shared._objects,
+            shared._sorted,
+            shared._lock,
+        )
+
+
+@pytest.mark.parametrize("how", ["replace_state", "update"])
+async def test_a_deferred_fence_state_change_does_not_erase_late_records(how: str):
+    shared = MemoryStore(f"late-{uuid.uuid4().hex}")
+    ja = Journal(shared)
+    # B's clock runs a minute ahead: it finds A's live lease expired at once.
+    jb = Journal(Skewed(shared), clock=lambda: time.time() + 60)
+    a = await ja.acquire(KEY, "a", lease_ttl=30, defer_fence=True)
+    await a.append([MessageAppended(Msg("user", "hello"))])
+    await a.append([MessageAppended(Msg("assistant", "hi"))])
+    b = await jb.acquire(KEY, "b", lease_ttl=30, defer_fence=True)
+    base = b.version
+    # B wrote nothing yet (its fence waits for its first record): A, not yet
+    # fenced, commits and is acknowledged.
+    late = await a.append([MessageAppended(Msg("user", "A's late message"))])
+    assert late is not None
+    assert late.version == base + 1
+
+    def drop_hi(state: object) -> None:
+        context = state.context  # type: ignore[attr-defined]
+        state.context = [m for m in context if m.text != "hi"]  # type: ignore[attr-defined]
+
+    if how == "replace_state":
+        mine = b.state.copy()
+        drop_hi(mine)
+        with pytest.raises((StaleStateError, VersionConflictError)):
+            await b.replace_state(mine, expected_version=base)
+    else:
+        # Worked out again on the state with A's record in it.
+        await b.update("drop the greeting", drop_hi)
+    await b.close()
+    await a.close()
+    texts = [m.text for m in (await jb.load(KEY)).context]
+    assert "A's late message" in texts
+    assert ("hi" in texts) == (how == "replace_state")
+
+
+def _record_syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    synced: list[str] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def path_of(fd: int) -> str:
+        return os.readlink(f"/proc/self/fd/{fd}")
+
+    def fsync(fd: int) -> None:
+        synced.append(path_of(fd))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        synced.append(path_of(fd))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return synced
+
+
+async def test_a_new_writer_makes_the_head_it_builds_on_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    root = tmp_path / "root"
+    async with Journal.open(root).writer(KEY) as w:
+        await w.append([MessageAppended(Msg("user", "synced"))])
+    # A writer that died between its write and its sync: the same bytes, unsynced.
+    unsynced = Journal(LocalStore(root, fsync=False))
+    async with unsynced.writer(KEY) as w:
+        head = (await w.append([MessageAppended(Msg("user", "unsynced"))])).version
+    synced = _record_syncs(monkeypatch)
+    # A deferred fence writes nothing to the log until the first commit, which may
+    # go to another segment file (a head at version 1023, the next at 1024).
+    w = await Journal.open(root).acquire(KEY, defer_fence=True)
+    assert w.version == head
+    assert any("/log/" in path for path in synced), synced
+    await w.close()
