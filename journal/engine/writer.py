@@ -887,6 +887,7 @@ class ThreadWriter:
             self._check_writable()
             if expected_version is not None and expected_version != self.version:
                 raise StaleStateError(self.label, expected_version, self.version)
+            seen = self.version
             try:
                 return await self._commit_state(
                     lambda: keep_log_facts(state.copy(), self.state),
@@ -895,9 +896,10 @@ class ThreadWriter:
                     again=expected_version is None,
                 )
             except VersionConflictError as exc:
+                if expected_version is None or self.version == seen:
+                    raise  # not records met on the way (another writer's epoch)
                 # Records found on the way (a previous holder's, committed after
                 # our takeover, before our fence): ``state`` is not their sequel.
-                assert expected_version is not None  # noqa: S101 - else worked out again
                 raise StaleStateError(
                     self.label, expected_version, self.version
                 ) from exc

@@ -148,3 +148,27 @@ async def test_a_new_writer_makes_the_head_it_builds_on_durable(
     assert w.version == head
     assert any("/log/" in path for path in synced), synced
     await w.close()
+
+
+async def test_replace_state_reports_a_slot_taken_at_its_own_epoch_as_a_conflict():
+    """Not records to take in: another writer granted the same epoch (LEASE lost
+    while a deferred-fence writer lived; see the issue's note) holds the slot.
+    ``replace_state`` raises ``VersionConflictError`` and commits nothing, with or
+    without ``expected_version``, rather than retrying or failing an assertion."""
+    store = MemoryStore(f"epoch-{uuid.uuid4().hex}")
+    j = Journal(store)
+    async with j.writer(KEY, "w0") as w0:
+        await w0.append([SummarySet("w0")])
+    a = await j.acquire(KEY, "a", defer_fence=True)
+    await store.delete(a.log.lease_key)
+    b = await j.acquire(KEY, "b", defer_fence=True)
+    assert b.epoch == a.epoch  # the left defect: one epoch granted twice
+    await a.append([SummarySet("a")])
+    for expected in (None, b.version):
+        mine = b.state.copy()
+        mine.summary = "b"
+        with pytest.raises(VersionConflictError):
+            await b.replace_state(mine, expected_version=expected)
+    assert [r.writer async for r in j.records(KEY)][-1] == "a"
+    await a.close()
+    await b.close()
