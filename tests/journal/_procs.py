@@ -58,11 +58,13 @@ class Child:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            # A line cut short by a kill was never a complete acknowledgement.
-            if line.endswith("\n"):
-                self._queue.put(line[:-1])
+        stdout = self.proc.stdout
+        assert stdout is not None
+        with stdout:  # closed at its end, by the only thread that reads it
+            for line in stdout:
+                # A line cut short by a kill was never a complete acknowledgement.
+                if line.endswith("\n"):
+                    self._queue.put(line[:-1])
         self._queue.put(None)
 
     def _next(self, timeout: float) -> str | None:
