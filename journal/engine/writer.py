@@ -925,15 +925,15 @@ class ThreadWriter:
         while True:
             seen = self.version
             try:
-                return await self._commit_change(make(), reason, run_id)
+                return await self._commit_change(make(), reason, run_id, seen)
             except VersionConflictError:
                 if not again or self.version == seen:
                     raise
 
     async def _commit_change(
-        self, new: AgentState, reason: str, run_id: str | None
+        self, new: AgentState, reason: str, run_id: str | None, seen: int
     ) -> codec.Record | None:
-        seen = self.version
+        """Commit the change from the state to ``new`` if the head is still ``seen``."""
         events = diff_states(self.state, new)
         if events is None:
             chunks = self._chunker.chunk(new.context)

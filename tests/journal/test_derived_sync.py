@@ -10,8 +10,6 @@ removes the records they cover.
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,44 +19,12 @@ from journal import Journal, MessageAppended, Msg, ThreadKey, ThreadWriter
 from journal.engine.log import ThreadLog
 from projections import AgentStateProjection, fold
 from stores.local import LocalStore
+from tests.journal._syncs import syncs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 KEY = ThreadKey("derived", "sync", user_id="u")
-
-
-def _where(fd: int) -> str:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return "?"
-
-
-@contextmanager
-def syncs() -> Iterator[list[tuple[str, str]]]:
-    """Every fsync / fdatasync made meanwhile, and every rename: (call, path)."""
-    calls: list[tuple[str, str]] = []
-    real_fsync, real_fdatasync, real_rename = os.fsync, os.fdatasync, os.rename
-
-    def fsync(fd: int) -> None:
-        calls.append(("fsync", _where(fd)))
-        real_fsync(fd)
-
-    def fdatasync(fd: int) -> None:
-        calls.append(("fdatasync", _where(fd)))
-        real_fdatasync(fd)
-
-    def rename(src: str, dst: str, *args: object, **kwargs: object) -> None:
-        calls.append(("rename", os.fspath(dst)))
-        real_rename(src, dst, *args, **kwargs)  # type: ignore[arg-type]
-
-    os.fsync, os.fdatasync, os.rename = fsync, fdatasync, rename  # type: ignore[assignment]
-    try:
-        yield calls
-    finally:
-        os.fsync, os.fdatasync, os.rename = real_fsync, real_fdatasync, real_rename
 
 
 def _derived(path: str) -> bool:

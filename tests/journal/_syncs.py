@@ -1,0 +1,42 @@
+"""Recording the syncs a test's code makes: which calls, on which files."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+def _where(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"
+
+
+@contextmanager
+def syncs() -> Iterator[list[tuple[str, str]]]:
+    """Every fsync / fdatasync made meanwhile, and every rename: (call, path)."""
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_fdatasync, real_rename = os.fsync, os.fdatasync, os.rename
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", _where(fd)))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        calls.append(("fdatasync", _where(fd)))
+        real_fdatasync(fd)
+
+    def rename(src: str, dst: str, *args: object, **kwargs: object) -> None:
+        calls.append(("rename", os.fspath(dst)))
+        real_rename(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    os.fsync, os.fdatasync, os.rename = fsync, fdatasync, rename  # type: ignore[assignment]
+    try:
+        yield calls
+    finally:
+        os.fsync, os.fdatasync, os.rename = real_fsync, real_fdatasync, real_rename
