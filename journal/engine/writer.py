@@ -177,7 +177,9 @@ class ThreadWriter:
         # Steps a background checkpoint took, and how many the last append saw.
         self._checkpoint_steps = 0
         self._steps_seen = 0
-        self._uncertain: dict[int, tuple[str, bytes]] = {}
+        # The batches this writer published at each version not yet settled: a
+        # record found there under one of them is ours, whatever the replies said.
+        self._attempted: dict[int, set[str]] = {}
         self._lock = asyncio.Lock()
         # Every write of LEASE (renewal, idle marks, release) swaps one etag.
         self._lease_lock = asyncio.Lock()
@@ -378,7 +380,10 @@ class ThreadWriter:
             if (
                 current is None
                 or current.epoch != self.epoch
-                or (current.holder != self.holder)
+                or current.holder != self.holder
+                # The same holder and epoch granted again (LEASE lost meanwhile):
+                # a renewal keeps acquired_at, another acquisition sets its own.
+                or current.acquired_at != lease.record.acquired_at
             ):
                 return True, current.epoch if current else None
             # Still ours: our own earlier write landed and its reply was lost.
@@ -600,6 +605,10 @@ class ThreadWriter:
                 blob_threshold=self.settings.blob_threshold,
                 compress=self.settings.compress,
             )
+            # Remembered before the write, not after a failure: a reply lost then
+            # a failed read of the slot, or a later attempt at the same version,
+            # must not make a record that landed look like another writer's.
+            self._attempted.setdefault(version, set()).add(batch)
             try:
                 await self.log.publish(encoded, version)
             except ObjectExistsError:
@@ -609,9 +618,8 @@ class ThreadWriter:
                 continue
             except BaseException as exc:
                 # The write may or may not have landed (an error, a lost reply, or a
-                # cancellation mid-publish): remember it, so the slot is recognised as
-                # ours whoever finds it next.
-                self._uncertain[version] = (batch, encoded.content_digest)
+                # cancellation mid-publish): ``_attempted`` keeps it, so the slot is
+                # recognised as ours whoever finds it next.
                 if not isinstance(exc, StorageError):
                     raise
                 if exc.transient and attempts < _TRANSIENT_RETRIES:
@@ -619,7 +627,7 @@ class ThreadWriter:
                     await asyncio.sleep(0.05 * 2**attempts)
                     continue
                 raise
-            self._uncertain.pop(version, None)
+            self._attempted.pop(version, None)
             if local_events is None:
                 # What readers will decode: the writer's state is then exactly a
                 # reader's (a tuple is a list in both) and shares nothing mutable
@@ -698,14 +706,11 @@ class ThreadWriter:
         # died before its sync, on a store whose failed appends stay readable).
         # Acknowledged or built on, it must be durable first.
         await self.log.store.flush([self.log.record_key(version)])
-        # Only this writer ever commits at its epoch (each epoch is granted by one
-        # lease swap), so a record at our epoch under our holder id is an earlier
-        # attempt of ours that landed, even one whose doubt was not remembered (its
-        # reply lost and the slot unreadable at the time, say).
-        ours = (
-            body.batch_id == batch
-            or self._uncertain.get(version, ("", b""))[0] == body.batch_id
-            or body.writer == self.holder
+        # Ours only by batch: the holder id does not tell, since one epoch can be
+        # granted twice, to the same holder id too (LEASE lost while a writer whose
+        # fence is deferred had committed nothing at its epoch).
+        ours = body.batch_id == batch or body.batch_id in self._attempted.get(
+            version, ()
         )
         if ours and body.epoch == self.epoch:
             if body.prev_hash != self._head_hash:
@@ -720,7 +725,7 @@ class ThreadWriter:
                     "different events"
                 )
             record = (await self.log.materialize([parsed]))[0]
-            self._uncertain.pop(version, None)
+            self._attempted.pop(version, None)
             self._advance(record, parsed.hash, parsed.content_digest())
             if body.batch_id == batch:
                 return record
@@ -733,11 +738,13 @@ class ThreadWriter:
                 body.epoch, f"version {version} was committed at epoch {body.epoch}"
             )
         if body.epoch == self.epoch:
-            raise VersionConflictError(
-                self.label,
-                version - 1,
-                version,
-                f"slot taken by another writer claiming epoch {body.epoch}",
+            # Our epoch was granted to another writer too, and its record came
+            # first: building on it would interleave two writers at one epoch.
+            raise self._fence(
+                body.epoch,
+                f"version {version} was committed at this writer's epoch "
+                f"{body.epoch} by another writer ({body.writer!r}): the epoch was "
+                "granted twice (LEASE lost or damaged while this writer lived)",
             )
         # A lower epoch: a valid commit by a writer that was alive before our fence.
         if body.prev_hash != self._head_hash:
@@ -745,6 +752,7 @@ class ThreadWriter:
                 self.label, version, "hash chain broken at a slot found taken"
             )
         record = (await self.log.materialize([parsed]))[0]
+        self._attempted.pop(version, None)  # none of ours landed there
         self._advance(record, parsed.hash, parsed.content_digest())
         if expected_version is not None:
             raise VersionConflictError(self.label, expected_version, version)

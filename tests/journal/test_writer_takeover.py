@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
-from journal.errors import StaleStateError, StorageError, VersionConflictError
+from journal.errors import (
+    FencedError,
+    StaleStateError,
+    StorageError,
+    VersionConflictError,
+)
 from stores.local import LocalStore
 from stores.memory import MemoryStore
 from tests.journal._syncs import syncs
@@ -128,24 +133,74 @@ async def test_a_new_writer_makes_the_head_it_builds_on_durable(tmp_path: Path):
     await w.close()
 
 
-async def test_replace_state_reports_a_slot_taken_at_its_own_epoch_as_a_conflict():
-    """Not records to take in: another writer granted the same epoch (LEASE lost
-    while a deferred-fence writer lived; see the issue's note) holds the slot.
-    ``replace_state`` raises ``VersionConflictError`` and commits nothing, with or
-    without ``expected_version``, rather than retrying or failing an assertion."""
+async def _epoch_granted_twice(holders: tuple[str, str]) -> tuple[Journal, Any, Any]:
+    """Two live writers at one epoch: ``LEASE`` deleted while the first, whose fence
+    is deferred, has committed nothing, so the second restarts from the log's
+    epochs and its bump hands out the same one."""
     store = MemoryStore(f"epoch-{uuid.uuid4().hex}")
-    j = Journal(store)
+    j = Journal(store, checkpoint_every=0)
     async with j.writer(KEY, "w0") as w0:
         await w0.append([SummarySet("w0")])
-    a = await j.acquire(KEY, "a", defer_fence=True)
+    a = await j.acquire(KEY, holders[0], defer_fence=True)
     await store.delete(a.log.lease_key)
-    b = await j.acquire(KEY, "b", defer_fence=True)
-    assert b.epoch == a.epoch  # the left defect: one epoch granted twice
+    b = await j.acquire(KEY, holders[1], defer_fence=True)
+    assert b.epoch == a.epoch
+    return j, a, b
+
+
+@pytest.mark.parametrize("holders", [("w", "w"), ("a", "b")])
+@pytest.mark.parametrize("first", ["old", "new"])
+async def test_two_writers_granted_one_epoch_never_interleave(
+    holders: tuple[str, str], first: str
+):
+    """Whichever of the two commits first holds the thread; the other is fenced at
+    its next commit, also under the same holder id (a worker restarted with a
+    stable id), instead of taking the winner's record for an earlier one of its
+    own and committing on top of it."""
+    j, a, b = await _epoch_granted_twice(holders)
+    winner, loser = (a, b) if first == "old" else (b, a)
+    await winner.append([SummarySet("winner 1")])
+    with pytest.raises(FencedError):
+        await loser.append([SummarySet("loser")])
+    with pytest.raises(FencedError):
+        await loser.append([SummarySet("loser again")])
+    await winner.append([SummarySet("winner 2")])
+    summaries = [
+        e.summary
+        async for r in j.records(KEY)
+        for e in r.events
+        if isinstance(e, SummarySet)
+    ]
+    assert summaries == ["w0", "winner 1", "winner 2"]
+    assert (await j.load(KEY)).summary == "winner 2"
+    assert not (await j.verify(KEY)).problems
+    await a.close()
+    await b.close()
+
+
+async def test_a_writer_whose_epoch_was_granted_again_loses_its_lease():
+    """Under one holder id, the first writer's renewal finds ``LEASE`` at its own
+    epoch and holder, but written by the second acquisition: it is fenced rather
+    than taking ``LEASE`` back as its own earlier write."""
+    _, a, b = await _epoch_granted_twice(("w", "w"))
+    with pytest.raises(FencedError):
+        await a.renew()
+    await b.renew()
+    await b.append([SummarySet("b")])
+    await a.close()
+    await b.close()
+
+
+async def test_replace_state_over_a_slot_taken_at_its_own_epoch_is_fenced():
+    """Not records to take in: another writer granted the same epoch holds the
+    slot. ``replace_state`` raises ``FencedError`` and commits nothing, with or
+    without ``expected_version``, rather than retrying or failing an assertion."""
+    j, a, b = await _epoch_granted_twice(("a", "b"))
     await a.append([SummarySet("a")])
     for expected in (None, b.version):
         mine = b.state.copy()
         mine.summary = "b"
-        with pytest.raises(VersionConflictError):
+        with pytest.raises(FencedError):
             await b.replace_state(mine, expected_version=expected)
     assert [r.writer async for r in j.records(KEY)][-1] == "a"
     await a.close()
