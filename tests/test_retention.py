@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import msgspec
@@ -169,3 +170,52 @@ async def test_first_version_and_ls_count_what_retention_kept(tmp_path):
     assert summary.records == head - marker.first_retained + 1
     kept = [r async for r in j.records(key, marker.first_retained)]
     assert summary.records == len(kept)
+
+
+async def test_records_start_where_retention_left_the_log(
+    journal: Journal, clock: Clock
+):
+    """Records removed on purpose are not reported as missing: iteration from
+    below the first kept version starts at it; a record missing above it is still
+    corruption."""
+    key = ThreadKey("a", "records")
+    await fill(journal, key, 35)
+    clock.now += 8 * 24 * 3600
+    await fill(journal, key, 5)
+    marker = await journal.retain(key)
+    assert marker is not None
+    head = await journal.head(key)
+    for start in (1, marker.first_retained - 1, marker.first_retained):
+        versions = [r.version async for r in journal.records(key, start)]
+        assert versions == list(range(marker.first_retained, head + 1))
+    later = [r.version async for r in journal.records(key, head - 1)]
+    assert later == [head - 1, head]
+    log = ThreadLog(journal.store, key)
+    await journal.store.delete(log.record_key(marker.first_retained + 2))
+    with pytest.raises(CorruptRecordError, match="missing"):
+        _ = [r async for r in journal.records(key)]
+
+
+async def test_the_cli_reads_runs_and_exports_a_retained_thread(tmp_path):
+    """``runs``, ``recover`` and ``export`` read from where retention left the log."""
+    from journal.cli.app import main as cli_main
+
+    now = [1_000_000.0]
+    root = str(tmp_path / "j")
+    j = Journal(Journal.open(root).store, checkpoint_every=10, clock=lambda: now[0])
+    key = ThreadKey("a", "s")
+    await fill(j, key, 35)
+    now[0] += 8 * 24 * 3600
+    await fill(j, key, 5)
+    assert await j.retain(key) is not None
+    await j.aclose()
+    thread = ["--root", root, "--agent", "a", "--session", "s"]
+    for argv in (
+        ["runs", *thread],
+        ["recover", *thread],
+        ["export", *thread, "--output", str(tmp_path / "out.jsonl")],
+    ):
+        assert await asyncio.to_thread(cli_main, argv) == 0, argv
+    exported = (tmp_path / "out.jsonl").read_text().splitlines()
+    again = Journal.open(root)
+    assert len(exported) == await again.head(key) - await again.first_version(key) + 1

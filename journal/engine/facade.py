@@ -527,16 +527,25 @@ class Journal:
     ) -> AsyncIterator[codec.Record]:
         """Yield decoded records with ``start <= version < stop``, in order.
 
-        The hash chain is checked between consecutive records yielded.
+        The hash chain is checked between consecutive records yielded. Records
+        removed by retention are not missing: from below :meth:`first_version`,
+        the records yielded begin there.
 
         Raises:
-            CorruptRecordError: A record fails a check or a version is missing.
+            CorruptRecordError: A record fails a check or a version is missing
+                (or the ``RETENTION`` marker does not decode).
         """
         log = self._log(key)
         start = max(start, 1)
         versions = [
             v for v in await log.versions(start - 1) if stop is None or v < stop
         ]
+        if versions and versions[0] > start:
+            # Only a log that does not begin where asked pays for the marker.
+            marker = await log.read_retention()
+            if marker is not None and marker.first_retained > start:
+                start = marker.first_retained
+                versions = [v for v in versions if v >= start]
         async for parsed in log.scan(versions, after=start - 1, prev_hash=None):
             for record in await log.materialize(parsed):
                 yield record
