@@ -196,9 +196,15 @@ class Keyring:
                 owner,
                 error=KeyUnavailableError(owner, "", "it has no key object"),
             )
-        keys = await self._unwrap(found[0])
+        return await self._adopt(owner, found[0])
+
+    async def _adopt(self, owner: str, obj: KeyObject) -> OwnerKeys:
+        """The keys ``obj`` holds, cached when usable (the cache follows the read)."""
+        keys = await self._unwrap(obj)
         if keys.error is None:
             self._cache[owner] = keys
+        else:
+            self._cache.pop(owner, None)
         return keys
 
     async def _unwrap(self, obj: KeyObject) -> OwnerKeys:
@@ -258,8 +264,9 @@ class Keyring:
         for _ in range(_UPDATE_ATTEMPTS):
             found = await self._read(owner)
             if found is not None and found[0].keys:
-                self._cache.pop(owner, None)
-                loaded = await self.load(owner)
+                # The keys of this very read: reading again would leave a window
+                # in which a shred (another process's erase) leaves none.
+                loaded = await self._adopt(owner, found[0])
                 if loaded.error is not None:
                     raise loaded.error
                 return loaded.current, loaded.keys[loaded.current]
