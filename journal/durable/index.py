@@ -17,6 +17,11 @@ leaves it, which is how the next worker finds the turn), and is deleted only aft
 the turn's end is in the log. Sequence numbers are one more than the highest entry
 present; a create that collides re-lists and takes the next.
 
+A turn id whose encoding is too long for a name (see ``journal.keys``) is named in
+its hashed long form, which cannot be decoded: the id is read back from the entry
+(one ``GET``, once per listing that has not seen the entry yet), as the thread of a
+hashed long thread id is.
+
 Workers find work by listing one shard (one ``LIST``) and grouping its keys by
 thread; they never list the whole store.
 """
@@ -24,6 +29,7 @@ thread; they never list the whole store.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -56,6 +62,8 @@ CURSOR_DIR = f"{ROOT}/cursor/"
 DEFAULT_SHARDS = 64
 """Shard prefixes threads spread over. Part of the layout: every client must agree
 on a thread's shard (workers discover the shards by listing)."""
+
+logger = logging.getLogger("journal.durable")
 
 _SEQ_WIDTH = 12
 _MAX_CREATE_ATTEMPTS = 64
@@ -132,17 +140,30 @@ class ThreadEntries:
         base: The index directory they were listed from (their shard's).
         turns: The turn entries, by sequence number (FIFO).
         controls: The control request keys, oldest first.
+        unread: Turn entries whose name holds a hashed long turn id that was not
+            read back (key, sequence number): a shard scan does not read them,
+            and an entry that cannot be read stays here.
     """
 
     prefix: str
     base: str = ""
     turns: list[TurnRef] = field(default_factory=list)
     controls: list[str] = field(default_factory=list)
+    unread: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def names(self) -> frozenset[str]:
         """Every key, for telling whether the thread's entries changed."""
-        return frozenset([t.key for t in self.turns] + self.controls)
+        return frozenset(
+            [t.key for t in self.turns] + [k for k, _ in self.unread] + self.controls
+        )
+
+    @property
+    def last_seq(self) -> int:
+        """The highest sequence number present (0 for none)."""
+        return max(
+            [t.seq for t in self.turns] + [seq for _, seq in self.unread], default=0
+        )
 
     def find(self, turn_id: str) -> TurnRef | None:
         """The entry of ``turn_id``, if queued."""
@@ -196,15 +217,49 @@ class DurableIndex:
     # --- reading ---
 
     async def list_thread(self, key: ThreadKey) -> ThreadEntries:
-        """One thread's entries (one ``LIST``)."""
+        """One thread's entries (one ``LIST``, and a ``GET`` per hashed turn id)."""
         base = self.thread_dir(key)
-        return _entries(key.prefix, base, await self.store.list(base))
+        found = _entries(key.prefix, base, await self.store.list(base))
+        return await self._read_long_ids(found, None)
 
     async def relist(self, entries: ThreadEntries) -> ThreadEntries:
-        """The same thread's entries again, from the shard they were found in."""
-        return _entries(
+        """The same thread's entries again, from the shard they were found in.
+
+        A hashed turn id already read in ``entries`` is not read again.
+        """
+        found = _entries(
             entries.prefix, entries.base, await self.store.list(entries.base)
         )
+        return await self._read_long_ids(found, entries)
+
+    async def _read_long_ids(
+        self, found: ThreadEntries, known: ThreadEntries | None
+    ) -> ThreadEntries:
+        """Read back the turn ids that the names of ``found``'s entries hash."""
+        if not found.unread:
+            return found
+        seen = {t.key: t.turn_id for t in known.turns} if known is not None else {}
+        unread: list[tuple[str, int]] = []
+        for name, seq in found.unread:
+            turn_id = seen.get(name)
+            if turn_id is None:
+                try:
+                    turn_id = (await self.read_turn(name)).turn_id
+                except ObjectNotFoundError:
+                    continue  # the turn ended and its entry left meanwhile
+                except msgspec.DecodeError as exc:
+                    logger.warning("%s: unreadable turn entry: %s", name, exc)
+                    unread.append((name, seq))
+                    continue
+                if _turn_segment(name) != encode_segment(turn_id):
+                    # Not the turn the name was made for: trust neither.
+                    logger.warning("%s: holds another turn, %r", name, turn_id)
+                    unread.append((name, seq))
+                    continue
+            found.turns.append(TurnRef(name, seq, turn_id))
+        found.turns.sort(key=lambda t: t.seq)
+        found.unread = unread
+        return found
 
     async def shard_names(self) -> list[str]:
         """The shard prefixes that hold entries (one ``LIST`` of directories)."""
@@ -243,7 +298,8 @@ class DurableIndex:
         key = key_of_prefix(entries.prefix)
         if key is not None:
             return key
-        for name in [t.key for t in entries.turns] + entries.controls:
+        names = [t.key for t in entries.turns] + [k for k, _ in entries.unread]
+        for name in names + entries.controls:
             try:
                 data, _ = await self.store.read(name)
             except ObjectNotFoundError:
@@ -276,7 +332,7 @@ class DurableIndex:
             mine = listing.find(entry.turn_id)
             if mine is not None:
                 return mine
-            seq = max((t.seq for t in listing.turns), default=0) + 1
+            seq = listing.last_seq + 1
             name = f"{base}t{seq:0{_SEQ_WIDTH}d}.{encode_segment(entry.turn_id)}"
             try:
                 await self.store.create(name, data)
@@ -340,10 +396,17 @@ def _entries(prefix: str, base: str, names: list[str]) -> ThreadEntries:
                 continue
             if turn_id is not None:
                 out.turns.append(TurnRef(full, seq, turn_id))
+            else:
+                out.unread.append((full, seq))  # a hashed long id: read it back
         elif leaf.startswith("c"):
             out.controls.append(full)
     out.turns.sort(key=lambda t: t.seq)
     return out
+
+
+def _turn_segment(name: str) -> str:
+    """The encoded turn id in a turn entry's key (``.../t<seq>.<turn id>``)."""
+    return name.rpartition("/")[2].partition(".")[2]
 
 
 def new_request_id() -> str:

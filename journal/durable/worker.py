@@ -528,7 +528,8 @@ class Worker:
         while True:
             await asyncio.sleep(self.control_poll)
             try:
-                listing = await self.index.relist(base)
+                # Carried forward: a hashed long turn id is read back only once.
+                listing = base = await self.index.relist(base)
                 for name in listing.controls:
                     if name in seen:
                         continue

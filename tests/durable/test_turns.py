@@ -28,6 +28,7 @@ from journal.durable import (
     TurnStatus,
     Worker,
 )
+from journal.keys import decode_segment, encode_segment
 
 from ._support import check_invariants, echo
 
@@ -66,6 +67,28 @@ async def test_resubmission_with_the_same_turn_id_is_idempotent(tmp_path):
     assert not (await client.index.list_thread(client.key(CTX))).turns
     assert (await first.result()).text == "echo once"
     await check_invariants(client, {client.key(CTX): ["t-1"]})
+
+
+async def test_a_turn_id_too_long_for_its_entry_name_is_seen_and_run(tmp_path):
+    _, _, client, worker = make(tmp_path)
+    # 128 valid characters; ':' and '.' encode to 3 bytes each, so the entry's
+    # name holds the hashed long form of the id.
+    long_id = ("tenant:acme.req:" * 8)[:128]
+    assert decode_segment(encode_segment(long_id)) is None
+    first = await client.submit(CTX, "before", turn_id="short-1")
+    turn = await client.submit(CTX, "long", turn_id=long_id)
+    last = await client.submit(CTX, "after", turn_id="short-2")
+    assert (await turn.status()).status is TurnStatus.QUEUED
+    views = await client.turns(client.key(CTX))
+    assert [v.turn_id for v in views] == ["short-1", long_id, "short-2"]
+    again = await client.submit(CTX, "twice", turn_id=long_id)  # idempotent
+    assert again.turn_id == long_id
+    assert len((await client.index.list_thread(client.key(CTX))).turns) == 3
+    assert await worker.drain() == 3
+    assert (await turn.result()).text == "echo long"
+    assert (await first.result()).text == "echo before"
+    assert (await last.result()).text == "echo after"
+    await check_invariants(client, {client.key(CTX): ["short-1", long_id, "short-2"]})
 
 
 async def test_a_bad_turn_id_or_empty_input_is_refused(tmp_path):
