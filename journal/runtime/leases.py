@@ -113,7 +113,15 @@ class WarmLeases:
         if parked.timer is not None:
             parked.timer.cancel()
         writer = parked.writer
-        if writer.lease_valid and (not writer.idle or await writer.set_idle(False)):
+        try:
+            kept = writer.lease_valid and (
+                not writer.idle or await writer.set_idle(False)
+            )
+        except BaseException:
+            # Cancelled mid-mark: the writer is neither parked nor handed out.
+            await _close_shielded(writer)
+            raise
+        if kept:
             return writer
         # Taken by another holder while idle (or the lease lapsed): start over.
         await _close(writer)
@@ -130,7 +138,14 @@ class WarmLeases:
             await _close(writer)
             return
         parked = _Parked(writer)
-        if self.hold <= 0 and not await writer.set_idle(True):
+        try:
+            marked = self.hold > 0 or await writer.set_idle(True)
+        except BaseException:
+            # Cancelled mid-mark: not parked yet, so nothing else would close it
+            # and its renewal would keep the lease busy for good.
+            await _close_shielded(writer)
+            raise
+        if not marked:
             await _close(writer)
             return
         self._parked[key] = parked
@@ -174,3 +189,15 @@ async def _close(writer: ThreadWriter) -> None:
         await writer.close()
     except JournalError as exc:
         logger.warning("%s: closing a kept writer failed: %s", writer.label, exc)
+
+
+_closing: set[asyncio.Task[None]] = set()
+"""Closes in flight whose waiter was cancelled (strong references until done)."""
+
+
+async def _close_shielded(writer: ThreadWriter) -> None:
+    """Close ``writer`` even if the awaiting task is cancelled (again) meanwhile."""
+    task = asyncio.ensure_future(_close(writer))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
+    await asyncio.shield(task)

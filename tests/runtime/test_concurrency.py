@@ -19,6 +19,7 @@ from journal import (
     ToolCall,
     ToolCallCompleted,
 )
+from stores.memory import MemoryStore
 
 from ._support import all_events, fresh_url, key, names
 
@@ -348,3 +349,60 @@ async def test_cancelling_a_call_mid_tool_resolves_its_calls():
     state = await agent.get_agent_state(ctx())
     assert state.tool_context.pending_calls == {}
     assert (await agent.call("and now?", ctx())).text == "next turn"
+
+
+class GatedLeaseMark(MemoryStore):
+    """Holds the next idle (or busy) mark of a ``LEASE`` until the test opens it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed: bool | None = None  # the mark to hold: idle (True) or busy
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def replace(self, key, data, *, if_match):
+        idle = b'"idle":true' in data
+        if self.armed is not None and key.endswith("/LEASE") and idle is self.armed:
+            self.armed = None
+            self.entered.set()
+            await self.gate.wait()
+        return await super().replace(key, data, if_match=if_match)
+
+
+def renewals() -> list[asyncio.Task]:
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if t.get_name().startswith("lease-renewal") and not t.done()
+    ]
+
+
+@pytest.mark.parametrize("mark", ["parking", "taking back"])
+async def test_cancelling_an_operation_while_its_lease_is_marked_closes_the_writer(
+    mark,
+):
+    store = GatedLeaseMark()
+    j = Journal(store)
+    agent = Agent("A", "assistant", ScriptedModel([]), journal=j)
+    await agent.update_agent_state(ctx(), "warm", lambda s: None)  # thread exists
+    if mark == "parking":
+        await agent.close()  # the next operation acquires, then parks (idle mark)
+        agent = Agent("A", "assistant", ScriptedModel([]), journal=j)
+    store.armed = mark == "parking"  # else: the busy mark of a parked writer
+
+    def summarise(state):
+        state.summary = "x"
+
+    task = asyncio.create_task(agent.update_agent_state(ctx(), "s", summarise))
+    await store.entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await agent.close()
+    # The writer was closed, not leaked: nothing renews the lease any more, and
+    # another instance takes the thread at once (no wait for the lease to lapse).
+    assert renewals() == []
+    other = Agent("B", "assistant", ScriptedModel([]), journal=j)
+    await other.update_agent_state(ctx(), "other instance", lambda s: None)
+    await other.close()
+    assert renewals() == []
