@@ -141,6 +141,51 @@ async def test_erase_a_user_removes_only_their_threads(journal: Journal):
         await journal.erase()
 
 
+async def test_erase_removes_long_id_threads_that_cannot_be_named(
+    journal: Journal, clock: Clock, caplog: pytest.LogCaptureFixture
+):
+    """A thread whose path hashes an id too long for it is named by its first
+    record. Retention removed that record here: erase still deletes the thread
+    (its path matches), and says it could not name it."""
+    named = ThreadKey("a", "s1", "alice")
+    long = ThreadKey("a", "S" * 200, "alice")
+    other = ThreadKey("a", "S" * 200, "bob")
+    for key in (named, long, other):
+        await fill(journal, key, 35)
+    clock.now += 8 * 24 * 3600
+    assert await journal.retain(long) is not None
+    assert await journal.retain(other) is not None
+    assert await journal.first_version(long) > 1
+
+    with caplog.at_level("WARNING"):
+        erased = await journal.erase(user_id="alice")
+
+    assert erased == [named]
+    for key in (named, long):
+        assert await journal.store.list(key.prefix + "/") == []
+    assert any(long.prefix in r.getMessage() for r in caplog.records)
+    assert await journal.head(other) == 36
+    assert len((await journal.load(other)).context) == 35
+
+
+async def test_erase_after_shred_removes_long_id_threads(tmp_path):
+    """The documented two steps, shred then erase: after the shred, a long-id
+    thread's first record cannot be decrypted to name it; erase deletes it
+    anyway."""
+    from journal.crypto import StaticKeys, generate_key
+
+    j = Journal.open(tmp_path / "j", encryption=StaticKeys([generate_key()]))
+    short = ThreadKey("a", "s1", "alice")
+    long = ThreadKey("a", "S" * 200, "alice")
+    for key in (short, long):
+        await fill(j, key, 2)
+    assert await j.shred(user_id="alice")
+    await j.erase(user_id="alice")
+    for key in (short, long):
+        assert await j.store.list(key.prefix + "/") == []
+    await j.aclose()
+
+
 async def test_erase_the_anonymous_user(journal: Journal):
     await fill(journal, ThreadKey("a", "s1"), 2)
     await fill(journal, ThreadKey("a", "s1", "~"), 2)

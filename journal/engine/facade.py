@@ -22,13 +22,21 @@ from journal.engine.checkpoints import (
     flush_stored_checkpoint,
     store_checkpoint,
 )
-from journal.engine.listing import list_threads, walk_threads
+from journal.engine.listing import (
+    NOT_THREAD,
+    list_threads,
+    name_threads,
+    thread_paths,
+    walk_threads,
+)
+from journal.engine.log import erase_thread
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.settings import JournalSettings
 from journal.engine.thread_index import ThreadIndex
 from journal.errors import StaleStateError, StorageError
 from journal.keyring import Keyring, owner_of
+from journal.keys import ThreadKey
 from journal.layout import ThreadLayout
 from journal.lazy import lazy_logger
 from journal.seals import Signer
@@ -47,7 +55,6 @@ if TYPE_CHECKING:
     from journal.engine.log import RetentionMarker, ThreadLog
     from journal.engine.verify import VerifyReport
     from journal.engine.writer import ThreadWriter, WriterContext
-    from journal.keys import ThreadKey
     from journal.seals import Seal
     from journal.store import ObjectStore
     from projections.agent_state import AgentState
@@ -379,19 +386,35 @@ class Journal:
         """
         if user_id is ... and session_id is None:
             raise ValueError("erase needs user_id or session_id")
-        # Listed first: a thread with ids too long for its path is named by its
+        paths = await thread_paths(
+            self.store, namespace, agent_id, user_id, session_id, self.settings.index
+        )
+        # Named first: a thread with ids too long for its path is named by its
         # first record, which the shredding makes unreadable.
-        erased = [
-            key async for key in self.threads(namespace, agent_id, user_id, session_id)
-        ]
+        keys = await name_threads(self.store, paths, self.keyring)
         await self.shred(
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
             namespace=namespace,
         )
-        for key in erased:
-            await self._log(key).erase()
+        erased: list[ThreadKey] = []
+        for segments, key in zip(paths, keys, strict=True):
+            if key is NOT_THREAD:
+                continue
+            if isinstance(key, ThreadKey):
+                erased.append(key)
+                await self._log(key).erase()
+                continue
+            # The filters selected its path, so it is erased all the same.
+            prefix = "/".join(segments)
+            logger.warning(
+                "%s: erased a thread whose ids could not be read (its path hashes "
+                "an id too long for it, and its first record is gone or cannot be "
+                "decrypted); it is not among the threads returned",
+                prefix,
+            )
+            await erase_thread(self.store, ThreadLayout(prefix))
         return erased
 
     async def shred(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING
 
 from journal import codec
@@ -32,7 +33,23 @@ if TYPE_CHECKING:
     from journal.keyring import Keyring
     from journal.store import ObjectStore
 
-__all__ = ["list_threads", "walk_threads"]
+__all__ = [
+    "NOT_THREAD",
+    "NotThread",
+    "list_threads",
+    "name_threads",
+    "thread_paths",
+    "walk_threads",
+]
+
+
+class NotThread(enum.Enum):
+    """A listed path that is no thread of this journal (see :func:`name_threads`)."""
+
+    NOT_THREAD = "not a thread"
+
+
+NOT_THREAD = NotThread.NOT_THREAD
 
 
 async def list_threads(
@@ -54,6 +71,27 @@ async def list_threads(
     first record: ``keyring`` decrypts it when it is encrypted (without a usable
     key such a thread is not listed).
     """
+    listed = await thread_paths(store, namespace, agent_id, user_id, session_id, index)
+    keys = await name_threads(store, listed, keyring)
+    # Yielded from a plain list: the per-thread work never suspends the generator.
+    for key in keys:
+        if isinstance(key, ThreadKey):
+            yield key
+
+
+async def thread_paths(
+    store: ObjectStore,
+    namespace: str | None = None,
+    agent_id: str | None = None,
+    user_id: str | EllipsisType | None = ...,
+    session_id: str | None = None,
+    index: ThreadIndex | None = None,
+) -> list[tuple[str, ...]]:
+    """The paths (segments) of the threads the filters select.
+
+    As :func:`list_threads` selects them, every one of them: also a thread whose
+    key cannot be named.
+    """
 
     def fixed(value: str | None) -> str | None:
         return None if value is None else encode_segment(value)
@@ -71,13 +109,25 @@ async def list_threads(
         listed = await index.threads((fixed(namespace), *rest))
     if listed is None:
         listed = await walk_threads(store, fixed(namespace), rest)
+    return listed
+
+
+async def name_threads(
+    store: ObjectStore,
+    listed: list[tuple[str, ...]],
+    keyring: Keyring | None = None,
+) -> list[ThreadKey | NotThread | None]:
+    """The key of each thread path, position by position.
+
+    :data:`NOT_THREAD` for a path that is not something this journal writes; None
+    for a thread whose path hashes an id too long for it and whose first record,
+    which names it, is gone (retention) or cannot be decrypted (shredded, or no
+    usable key).
+    """
     keys, named_inside = _keys_of(listed)
     for position in named_inside:
         keys[position] = await _key_from_record(store, listed[position], keyring)
-    # Yielded from a plain list: the per-thread work never suspends the generator.
-    for key in keys:
-        if key is not None:
-            yield key
+    return keys
 
 
 async def walk_threads(
@@ -102,11 +152,12 @@ async def walk_threads(
 
 def _keys_of(
     listed: list[tuple[str, ...]],
-) -> tuple[list[ThreadKey | None], list[int]]:
+) -> tuple[list[ThreadKey | NotThread | None], list[int]]:
     """The keys of the thread paths listed, and where a path hides its ids.
 
     A path whose segments are not all something this journal writes is no
-    thread of it (None): the durable index's tree beside the namespaces, say. A
+    thread of it (:data:`NOT_THREAD`): the durable index's tree beside the
+    namespaces, say. A
     hashed long-form segment holds no id: its position is returned for
     :func:`_key_from_record`. Segments repeat from path to path (the namespace,
     the agent, a user's sessions, the thread ids), so each is decoded once.
@@ -119,7 +170,7 @@ def _keys_of(
         ids[segment] = None if value is None else check_id(value, "id")
         return value
 
-    keys: list[ThreadKey | None] = []
+    keys: list[ThreadKey | NotThread | None] = []
     named_inside: list[int] = []
     for position, segments in enumerate(listed):
         try:
@@ -127,7 +178,7 @@ def _keys_of(
                 ids[s] if s in ids else decoded(s) for s in segments
             ]
         except ValueError:
-            keys.append(None)  # not something this journal wrote, or no key's id
+            keys.append(NOT_THREAD)  # not something this journal wrote, or no key's id
             continue
         if (
             ns is None

@@ -735,14 +735,8 @@ class ThreadLog:
         return [(k, d) for k, d in zip(keys, raw, strict=True) if d is not None]
 
     async def erase(self) -> None:
-        """Delete every object of the thread, its ``LEASE`` last.
-
-        The lease goes last so that a writer acquiring meanwhile still fences.
-        """
-        for object_key in await self.store.list(self.prefix + "/"):
-            if object_key != self.lease_key:
-                await self.store.delete(object_key)
-        await self.store.delete(self.lease_key)
+        """Delete every object of the thread (:func:`erase_thread`)."""
+        await erase_thread(self.store, self.layout)
 
     async def remove_leftovers(self, older_than: float) -> int:
         """Delete temporary files of interrupted writes older than ``older_than`` s."""
@@ -814,3 +808,16 @@ class ThreadLog:
             clock=clock,
             before_create=register,
         )
+
+
+async def erase_thread(store: ObjectStore, layout: ThreadLayout) -> None:
+    """Delete every object of the thread at ``layout``, its ``LEASE`` last.
+
+    By path: a thread whose key cannot be named (see
+    :func:`journal.engine.listing.name_threads`) is erased all the same. The lease
+    goes last so that a writer acquiring meanwhile still fences.
+    """
+    for object_key in await store.list(layout.prefix + "/"):
+        if object_key != layout.lease_key:
+            await store.delete(object_key)
+    await store.delete(layout.lease_key)
