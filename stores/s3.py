@@ -181,6 +181,36 @@ def _classify(exc: BaseException) -> _Failure:
     )
 
 
+_CONDITIONS = ("IfNoneMatch", "IfMatch")
+"""``PutObject`` parameters every exclusive create and compare-and-swap sends."""
+
+
+def _check_conditional_puts(fs: Any) -> None:
+    """Refuse a botocore whose ``PutObject`` model lacks S3's conditional writes.
+
+    s3fs drops the arguments the installed model does not name (older releases
+    silently), so with a botocore from before late 2024 an exclusive create and a
+    compare-and-swap would go out as plain overwrites: a fenced writer could
+    overwrite the records of the writer that fenced it.
+
+    Raises:
+        StorageError: Not transient; it names the versions installed.
+    """
+    operation = fs._s3.meta.service_model.operation_model("PutObject")
+    missing = [n for n in _CONDITIONS if n not in operation.input_shape.members]
+    if missing:
+        import botocore
+
+        raise StorageError(
+            f"the installed botocore {botocore.__version__} does not know "
+            f"PutObject's {' and '.join(missing)}: exclusive creates and "
+            "compare-and-swap replaces would be sent as plain overwrites. Upgrade "
+            "s3fs, aiobotocore and botocore (a botocore release from December 2024 "
+            "or later)",
+            transient=False,
+        )
+
+
 def _unquoted(etag: str) -> str:
     """``etag`` without the double quotes S3 puts around it.
 
@@ -319,6 +349,13 @@ class S3Store(ObjectStore):
             # The store owns the retry policy; s3fs's loop would multiply
             # botocore's retries and hide 409s behind OSError(EIO).
             fs.retries = 1
+            await fs.set_session()
+            try:
+                _check_conditional_puts(fs)
+            except StorageError:
+                with contextlib.suppress(Exception):
+                    await fs._s3.close()
+                raise
             self._fs, self._loop = fs, loop
         fs = self._fs
         await fs.set_session()
@@ -386,6 +423,8 @@ class S3Store(ObjectStore):
             try:
                 fs = await self._session()
                 return await call(fs)
+            except StorageError:
+                raise  # the session refused (see _check_conditional_puts)
             except Exception as exc:
                 failure = _classify(exc)
                 retry = failure.retry_always or (idempotent and failure.transient)
@@ -409,7 +448,7 @@ class S3Store(ObjectStore):
         if code in _NOT_FOUND_CODES or (status == 404 and code != "NoSuchBucket"):
             return ObjectNotFoundError(key)
         where = f"s3://{self.bucket}/{self._dir('')}{key}".rstrip("/")
-        label = code or "network error"
+        label = code or ("network error" if failure.transient else "error")
         if status is not None:
             label = f"HTTP {status} {label}"
         tries = f" after {attempts} attempts" if attempts > 1 else ""
