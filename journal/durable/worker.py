@@ -203,7 +203,6 @@ class Worker:
                     agent = self._agent(key) if key is not None else None
                     if key is None or agent is None:
                         continue
-                    self._active.add(entries.prefix)
                     task = asyncio.create_task(
                         self._claim(key, agent, entries), name=f"claim {key}"
                     )
@@ -229,34 +228,41 @@ class Worker:
     # --- one claim ---
 
     async def _claim(self, key: ThreadKey, agent: Agent, entries: ThreadEntries) -> int:
+        prefix = entries.prefix
+        # Marked here, in the claim's first step, not by the scan that created its
+        # task: a task cancelled before it starts never runs a finally, and would
+        # leave the thread marked for good.
+        if prefix in self._active:
+            return 0  # another claim of this worker holds the thread
+        self._active.add(prefix)
         try:
-            writer = await self.journal.acquire(
-                key,
-                self.worker_id,
-                lease_ttl=self.lease_ttl,
-                wait=0.0,
-                defer_fence=True,
-            )
-        except LeaseHeldError:
-            self._active.discard(entries.prefix)
-            return 0
-        except JournalError as exc:
-            self._active.discard(entries.prefix)
-            logger.warning("%s: cannot claim: %s", key, exc)
-            return 0
-        try:
-            return await self._hold(writer, key, agent, entries)
-        except JournalError as exc:
-            # The claim is lost (fenced, storage down): what it committed stays,
-            # and the thread's next lease holder carries on from the log.
-            logger.warning("%s: claim by %s ended: %s", key, self.worker_id, exc)
-            return 0
-        finally:
-            self._active.discard(entries.prefix)
             try:
-                await writer.close()
+                writer = await self.journal.acquire(
+                    key,
+                    self.worker_id,
+                    lease_ttl=self.lease_ttl,
+                    wait=0.0,
+                    defer_fence=True,
+                )
+            except LeaseHeldError:
+                return 0
             except JournalError as exc:
-                logger.warning("%s: releasing the lease failed: %s", key, exc)
+                logger.warning("%s: cannot claim: %s", key, exc)
+                return 0
+            try:
+                return await self._hold(writer, key, agent, entries)
+            except JournalError as exc:
+                # The claim is lost (fenced, storage down): what it committed
+                # stays, and the thread's next lease holder carries on from the log.
+                logger.warning("%s: claim by %s ended: %s", key, self.worker_id, exc)
+                return 0
+            finally:
+                try:
+                    await writer.close()
+                except JournalError as exc:
+                    logger.warning("%s: releasing the lease failed: %s", key, exc)
+        finally:
+            self._active.discard(prefix)
 
     async def _hold(
         self,

@@ -29,6 +29,7 @@ from journal.durable import (
     Worker,
 )
 from journal.keys import decode_segment, encode_segment
+from stores.memory import MemoryStore
 
 from ._support import check_invariants, echo
 
@@ -351,6 +352,53 @@ async def test_a_crash_at_each_step_of_a_claim_loses_and_repeats_nothing(
     await Worker(agent, poll=0.01).drain()
     assert hits["n"] >= 1, f"fault point {point} never reached"
     await check_invariants(client, keys)
+
+
+class HeldLeaseReads(MemoryStore):
+    """Holds reads of ``LEASE`` while ``held`` (a slow store round trip)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = False
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def read(self, key):
+        if self.held and key.endswith("/LEASE"):
+            self.entered.set()
+            await self.gate.wait()
+        return await super().read(key)
+
+
+@pytest.mark.parametrize("when", ["acquiring", "before it started"])
+async def test_a_worker_cancelled_mid_claim_claims_the_thread_again(when):
+    store = HeldLeaseReads()
+    j = Journal(store)
+    agent = Agent("A", "a", ScriptedModel([echo] * 5), journal=j)
+    client = DurableClient(j, "a", poll=0.02)
+    turn = await client.submit(CTX, "hi", turn_id="t1")
+    draining: list[asyncio.Task] = []
+
+    def agents(key):
+        if when == "before it started" and draining:
+            # The worker's task is cancelled as the scan creates the claim: the
+            # claim's task is cancelled before its first step.
+            draining.pop().cancel()
+        return agent
+
+    worker = Worker(agents, j, poll=0.02, control_poll=0.02)
+    store.held = when == "acquiring"
+    draining.append(asyncio.create_task(worker.drain()))
+    task = draining[0]
+    if when == "acquiring":
+        await store.entered.wait()
+        task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store.held = False
+    # The same worker instance claims the thread again.
+    assert await worker.drain() == 1
+    assert (await turn.result()).text == "echo hi"
 
 
 async def test_the_cli_lists_turns_by_status_and_sends_controls(tmp_path, capsys):
