@@ -30,6 +30,9 @@ __all__ = [
     "BLOB_NAME",
     "CHECKPOINT_DIR",
     "CHECKPOINT_SUFFIX",
+    "DURABLE_CURSOR_DIR",
+    "DURABLE_QUEUE_DIR",
+    "DURABLE_ROOT",
     "HINT_NAME",
     "INDEX_DIR",
     "LEASE_NAME",
@@ -60,6 +63,15 @@ segment file of their own, not among the chunks read after them."""
 LEASE_NAME = "LEASE"
 HINT_NAME = "LAST_CHECKPOINT"
 RETENTION_NAME = "RETENTION"
+
+DURABLE_ROOT = "~durable"
+"""The durable turns' index (:mod:`journal.durable.index`), beside the namespaces.
+
+Named here because erasing a thread must also erase its queued turns and cursor."""
+DURABLE_QUEUE_DIR = f"{DURABLE_ROOT}/q/"
+"""Queued turns and control requests: ``<shard>/<thread prefix>/<entry>``."""
+DURABLE_CURSOR_DIR = f"{DURABLE_ROOT}/cursor/"
+"""Cursor hints: ``<thread prefix>``."""
 
 RECORD_NAME = re.compile(rf"^(\d{{{VERSION_WIDTH}}}){re.escape(RECORD_SUFFIX)}$")
 """A record's file name; group 1 is its version's digits."""

@@ -27,9 +27,10 @@ from journal.engine.listing import (
     list_threads,
     name_threads,
     thread_paths,
+    thread_pattern,
     walk_threads,
 )
-from journal.engine.log import erase_thread
+from journal.engine.log import erase_durable, erase_thread
 from journal.engine.replay import rebuild
 from journal.engine.retention import DEFAULT_RETENTION_WINDOW, retain
 from journal.engine.settings import JournalSettings
@@ -376,22 +377,28 @@ class Journal:
         """Erase the matching threads: shred their data keys, then delete them.
 
         At least ``user_id`` (None for the anonymous user) or ``session_id`` must be
-        given. The first step is :meth:`shred` (every copy of encrypted data becomes
-        unreadable); the second deletes every object of the threads. Stop the
-        threads' writers first: a live writer would go on creating records in the
-        erased thread. This cannot be undone.
+        given. The threads' durable turns go first: their queued inputs (which are
+        not encrypted) and cursors, also of a thread that has queued turns but no
+        record yet. Then :meth:`shred` (every copy of encrypted data becomes
+        unreadable), then every object of the threads is deleted, by path: a
+        thread whose ids cannot be read (a long id hashed in its path, its first
+        record gone) is deleted too, with a warning, and is not returned. Stop the
+        threads' writers and durable workers first: a live writer would go on
+        creating records in the erased thread. This cannot be undone.
 
         Returns:
             The threads erased.
         """
         if user_id is ... and session_id is None:
             raise ValueError("erase needs user_id or session_id")
-        paths = await thread_paths(
-            self.store, namespace, agent_id, user_id, session_id, self.settings.index
-        )
+        pattern = thread_pattern(namespace, agent_id, user_id, session_id)
+        paths = await thread_paths(self.store, pattern, self.settings.index)
         # Named first: a thread with ids too long for its path is named by its
         # first record, which the shredding makes unreadable.
         keys = await name_threads(self.store, paths, self.keyring)
+        # The durable turns first: a worker must find no queued input to run
+        # (which would start the thread again), and inputs are not encrypted.
+        await erase_durable(self.store, pattern)
         await self.shred(
             user_id=user_id,
             session_id=session_id,

@@ -39,6 +39,7 @@ __all__ = [
     "list_threads",
     "name_threads",
     "thread_paths",
+    "thread_pattern",
     "walk_threads",
 ]
 
@@ -71,7 +72,8 @@ async def list_threads(
     first record: ``keyring`` decrypts it when it is encrypted (without a usable
     key such a thread is not listed).
     """
-    listed = await thread_paths(store, namespace, agent_id, user_id, session_id, index)
+    pattern = thread_pattern(namespace, agent_id, user_id, session_id)
+    listed = await thread_paths(store, pattern, index)
     keys = await name_threads(store, listed, keyring)
     # Yielded from a plain list: the per-thread work never suspends the generator.
     for key in keys:
@@ -79,19 +81,13 @@ async def list_threads(
             yield key
 
 
-async def thread_paths(
-    store: ObjectStore,
+def thread_pattern(
     namespace: str | None = None,
     agent_id: str | None = None,
     user_id: str | EllipsisType | None = ...,
     session_id: str | None = None,
-    index: ThreadIndex | None = None,
-) -> list[tuple[str, ...]]:
-    """The paths (segments) of the threads the filters select.
-
-    As :func:`list_threads` selects them, every one of them: also a thread whose
-    key cannot be named.
-    """
+) -> tuple[str | None, ...]:
+    """The five path segments the filters fix (None: any), as listing selects."""
 
     def fixed(value: str | None) -> str | None:
         return None if value is None else encode_segment(value)
@@ -103,12 +99,24 @@ async def thread_paths(
         user = None
     else:
         user = encode_segment(user_id)
-    rest = (fixed(agent_id), user, fixed(session_id), None)
+    return (fixed(namespace), fixed(agent_id), user, fixed(session_id), None)
+
+
+async def thread_paths(
+    store: ObjectStore,
+    pattern: tuple[str | None, ...],
+    index: ThreadIndex | None = None,
+) -> list[tuple[str, ...]]:
+    """The paths (segments) of the threads :func:`thread_pattern` selects.
+
+    As :func:`list_threads` selects them, every one of them: also a thread whose
+    key cannot be named.
+    """
     listed = None
     if index is not None:
-        listed = await index.threads((fixed(namespace), *rest))
+        listed = await index.threads(pattern)
     if listed is None:
-        listed = await walk_threads(store, fixed(namespace), rest)
+        listed = await walk_threads(store, pattern[0], pattern[1:])
     return listed
 
 

@@ -37,6 +37,8 @@ from journal.errors import (
 )
 from journal.keyring import ThreadCipher, owner_of
 from journal.layout import (
+    DURABLE_CURSOR_DIR,
+    DURABLE_QUEUE_DIR,
     ThreadLayout,
     encode_hint,
     parse_hint,
@@ -821,3 +823,32 @@ async def erase_thread(store: ObjectStore, layout: ThreadLayout) -> None:
         if object_key != layout.lease_key:
             await store.delete(object_key)
     await store.delete(layout.lease_key)
+
+
+async def erase_durable(
+    store: ObjectStore, pattern: tuple[str | None, ...]
+) -> list[str]:
+    """Delete the durable turns' entries and cursors of the threads ``pattern`` selects.
+
+    ``pattern`` is a thread path's five segments, None where any matches (as
+    :func:`journal.engine.listing.thread_paths` fixes them). Entries are found in
+    every shard, also for a thread that has queued turns but no record yet.
+
+    Returns:
+        The prefixes of the threads whose entries or cursor were deleted.
+    """
+    found: set[str] = set()
+    for path in await store.descendants(DURABLE_QUEUE_DIR, (None, *pattern)):
+        prefix = "/".join(path[1:])
+        for entry in await store.list(f"{DURABLE_QUEUE_DIR}{'/'.join(path)}/"):
+            await store.delete(entry)
+        found.add(prefix)
+    # A cursor is an object named by the thread's prefix: its last segment is a
+    # file of its session's directory.
+    for path in await store.descendants(DURABLE_CURSOR_DIR, pattern[:-1]):
+        for cursor in await store.list(f"{DURABLE_CURSOR_DIR}{'/'.join(path)}/"):
+            thread = cursor.rpartition("/")[2]
+            if pattern[-1] is None or thread == pattern[-1]:
+                await store.delete(cursor)
+                found.add("/".join((*path, thread)))
+    return sorted(found)
