@@ -15,6 +15,11 @@ whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
 readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
 the DEKs with the provider's current KEK; no record is rewritten.
 
+A :class:`Keyring` caches the DEKs it unwrapped, and another process may shred them:
+a writer reads its owner's key object once, when it first encrypts, so that it never
+takes a DEK that is listed as erased (a new one is made, as for an owner who comes
+back after erasure).
+
 :class:`ThreadCipher` is one thread's view: it loads the owner's keys once (reads are
 synchronous after that, so the codec stays pure) and binds every ciphertext to its
 place: the thread prefix, the object's kind and its version or digest.
@@ -200,7 +205,21 @@ class Keyring:
 
     async def _adopt(self, owner: str, obj: KeyObject) -> OwnerKeys:
         """The keys ``obj`` holds, cached when usable (the cache follows the read)."""
-        keys = await self._unwrap(obj)
+        cached = self._cache.get(owner)
+        if cached is not None and all(k.id in cached.keys for k in obj.keys):
+            # Erased or rewrapped since, nothing new: the DEKs unwrapped already
+            # serve (a KMS is not asked again), and only those still held are kept.
+            keys = OwnerKeys(
+                cached.owner,
+                {k.id: cached.keys[k.id] for k in obj.keys},
+                frozenset(obj.erased),
+                obj.erased_at,
+                current=obj.keys[-1].id if obj.keys else "",
+            )
+        else:
+            keys = await self._unwrap(obj)
+        if cached is not None and not cached.keys.keys() <= keys.keys.keys():
+            crypto.forget_keys()  # a DEK destroyed elsewhere leaves this process too
         if keys.error is None:
             self._cache[owner] = keys
         else:
@@ -247,11 +266,18 @@ class Keyring:
         out.current = obj.keys[-1].id
         return out
 
-    async def current(self, owner: str) -> tuple[str, bytes]:
+    async def current(self, owner: str, *, refresh: bool = False) -> tuple[str, bytes]:
         """The DEK new data of ``owner`` is encrypted with; created when it has none.
 
         An erased owner gets a new DEK: what it writes from now on is readable, what
-        was erased stays erased.
+        was erased stays erased. A DEK that the key object lists as erased is never
+        returned.
+
+        Args:
+            owner: The owner.
+            refresh: Read the key object even when the owner's keys are cached
+                (another process may have shredded them since): one read, and no
+                unwrapping unless it holds a DEK not unwrapped yet.
 
         Raises:
             KeyUnavailableError: No provider, or the existing keys do not unwrap.
@@ -259,17 +285,23 @@ class Keyring:
         if self.provider is None:
             raise KeyUnavailableError(owner, "", "no key provider to encrypt with")
         cached = self._cache.get(owner)
-        if cached is not None and cached.current:
+        if (
+            not refresh
+            and cached is not None
+            and cached.current
+            and cached.current not in cached.erased
+        ):
             return cached.current, cached.keys[cached.current]
         for _ in range(_UPDATE_ATTEMPTS):
             found = await self._read(owner)
-            if found is not None and found[0].keys:
+            if found is not None:
                 # The keys of this very read: reading again would leave a window
                 # in which a shred (another process's erase) leaves none.
                 loaded = await self._adopt(owner, found[0])
                 if loaded.error is not None:
                     raise loaded.error
-                return loaded.current, loaded.keys[loaded.current]
+                if loaded.current and loaded.current not in loaded.erased:
+                    return loaded.current, loaded.keys[loaded.current]
             dek = crypto.generate_key()
             ident = "d-" + crypto.generate_key()[:8].hex()
             kek, wrapped = await self.provider.wrap(dek, owner.encode())
@@ -424,9 +456,15 @@ class ThreadCipher:
         return self.keys
 
     async def writable(self) -> None:
-        """Make sure there is a DEK to encrypt with (creating the owner's first)."""
+        """Make sure there is a DEK to encrypt with (creating the owner's first).
+
+        The first call reads the owner's key object, even when its keys are cached:
+        a DEK destroyed by another process since is not used, a new one is made.
+        The DEK taken then serves every later call: a writer's log reads the key
+        object once, not once a commit.
+        """
         if self._current is None:
-            self._current = await self.keyring.current(self.owner)
+            self._current = await self.keyring.current(self.owner, refresh=True)
             self.keys = await self.keyring.load(self.owner)
 
     def _key(self, key_id: str, what: str) -> bytes:

@@ -22,14 +22,21 @@ if TYPE_CHECKING:
 KEYRING = "@keyring/threads/"
 
 
-class HookedStore(MemoryStore):
-    """A memory store that runs ``hook`` once, right after a key object was read."""
+class KeyringStore(MemoryStore):
+    """A memory store counting reads of key objects, with a hook to run after one.
+
+    ``hook`` runs once, right after the next key object read (its bytes are
+    already taken: what the hook changes, that reader does not see).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.hook: Callable[[], Awaitable[object]] | None = None
+        self.key_reads = 0
 
     async def read(self, key: str) -> tuple[bytes, str]:
+        if key.startswith(KEYRING):
+            self.key_reads += 1  # found or not
         found = await super().read(key)
         if self.hook is not None and key.startswith(KEYRING):
             hook, self.hook = self.hook, None
@@ -53,7 +60,7 @@ async def test_shred_landing_while_a_writer_takes_its_key():
     the rest (docs/ENCRYPTION.md: stop the owner's writers before erasing).
     """
     provider = StaticKeys([generate_key()])
-    store = HookedStore()
+    store = KeyringStore()
     admin = Journal(store, encryption=provider)
     app = Journal(store, encryption=provider)
     await say(admin, alice("s0"), "before")
@@ -68,3 +75,23 @@ async def test_shred_landing_while_a_writer_takes_its_key():
     assert version == 2  # acknowledged: ThreadCreated + fence, then the message
     with pytest.raises(ErasedError):
         await Journal(store, encryption=provider).load(alice("s1"))
+
+
+async def test_writer_started_after_an_erasure_elsewhere_uses_a_new_key():
+    """A long-lived journal's cached key was destroyed by another one's erase."""
+    provider = StaticKeys([generate_key()])
+    store = KeyringStore()
+    app = Journal(store, encryption=provider)
+    admin = Journal(store, encryption=provider)
+    await say(app, alice("s1"), "before")  # the app holds alice's key now
+    assert await admin.erase(user_id="alice") == [alice("s1")]
+    reads = store.key_reads
+    texts = [f"after {i}" for i in range(5)]
+    async with app.writer(alice("s2")) as w:
+        for text in texts:
+            await w.append([MessageAppended(Msg("user", text))])
+    # The writer read the key object once, not once a commit.
+    assert store.key_reads == reads + 1
+    for reader in (Journal(store, encryption=provider), app):
+        state = await reader.load(alice("s2"))
+        assert [m.content for m in state.context] == texts
