@@ -21,6 +21,7 @@ from journal.durable.errors import (
     TurnStateError,
 )
 from journal.durable.index import (
+    CONTROL_OPS,
     Control,
     ControlOp,
     DurableIndex,
@@ -260,7 +261,18 @@ class DurableClient:
         revision: int | None = None,
         reason: str = "",
     ) -> str:
-        """Record a control request for the lease holder; returns its request id."""
+        """Record a control request for the lease holder; returns its request id.
+
+        Raises:
+            ValueError: ``op`` is not one of ``pause``, ``resume``, ``cancel``.
+        """
+        if op not in CONTROL_OPS:
+            # Checked here: a worker refuses an op it does not know only once it
+            # holds the thread's lease.
+            raise ValueError(
+                f"op must be one of {', '.join(CONTROL_OPS)}, not {op!r} "
+                f"(turn {turn_id!r} of {key})"
+            )
         request = request_id or new_request_id()
         await self.index.add_control(
             Control(

@@ -7,7 +7,12 @@ first character of an encoded id, so thread listing skips the tree):
 ~durable/q/<shard>/<thread>/t<seq:012d>.<turn id>  a submitted turn (its input)
 ~durable/q/<shard>/<thread>/c<ns:020d>.<request>   a pause / resume / cancel request
 ~durable/cursor/<thread>                           hint: where unfinished turns begin
+~durable/q/<shard>/<thread>/x<name>                a copy of an entry that cannot be
+                                                   decoded, set aside by a worker
 ```
+
+A set-aside copy stays in its thread's directory, where an erase of the thread's
+entries finds it, under a name no reader takes for an entry.
 
 The shard is a hash of the thread's prefix, so submits spread over ``shards``
 prefixes and no object is written by every submit. A turn's index entry *is* its
@@ -28,12 +33,13 @@ thread; they never list the whole store.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 import msgspec
 
@@ -45,10 +51,12 @@ if TYPE_CHECKING:
     from journal.store import ObjectStore
 
 __all__ = [
+    "CONTROL_OPS",
     "CURSOR_DIR",
     "DEFAULT_SHARDS",
     "QUEUE_DIR",
     "ROOT",
+    "SET_ASIDE",
     "Control",
     "DurableIndex",
     "ThreadEntries",
@@ -59,6 +67,8 @@ __all__ = [
 ROOT = "~durable"
 QUEUE_DIR = f"{ROOT}/q/"
 CURSOR_DIR = f"{ROOT}/cursor/"
+SET_ASIDE = "x"
+"""The first letter of a set-aside copy's name (entries begin ``t`` or ``c``)."""
 DEFAULT_SHARDS = 64
 """Shard prefixes threads spread over. Part of the layout: every client must agree
 on a thread's shard (workers discover the shards by listing)."""
@@ -69,6 +79,8 @@ _SEQ_WIDTH = 12
 _MAX_CREATE_ATTEMPTS = 64
 
 ControlOp = Literal["pause", "resume", "cancel"]
+CONTROL_OPS: tuple[str, ...] = get_args(ControlOp)
+"""The control requests a worker applies."""
 
 
 class TurnEntry(msgspec.Struct, kw_only=True):
@@ -92,9 +104,14 @@ class TurnEntry(msgspec.Struct, kw_only=True):
 
 
 class Control(msgspec.Struct, kw_only=True):
-    """A pause, resume or cancel request for one turn, applied by the lease holder."""
+    """A pause, resume or cancel request for one turn, applied by the lease holder.
 
-    op: ControlOp
+    ``op`` is any string as stored: a request whose op the worker does not know
+    (a newer client's) is refused in the log (``TurnControlRefused``), not taken
+    for an unreadable object.
+    """
+
+    op: str
     turn_id: str
     request_id: str
     revision: int | None = None
@@ -266,30 +283,40 @@ class DurableIndex:
         return await self.store.children(QUEUE_DIR)
 
     async def list_shard(self, shard: str) -> list[ThreadEntries]:
-        """Every thread with entries in one shard (one ``LIST``, paged)."""
+        """Every thread with entries in one shard (one ``LIST``, paged).
+
+        A thread with nothing but set-aside copies has no entries: it is left out.
+        """
         base = f"{QUEUE_DIR}{shard}/"
         grouped: dict[str, list[str]] = {}
         for full in await self.store.list(base):
             rest = full[len(base) :]
             prefix, _, _ = rest.rpartition("/")
             grouped.setdefault(prefix, []).append(full)
-        return [
+        found = [
             _entries(prefix, f"{base}{prefix}/", names)
             for prefix, names in grouped.items()
             if prefix.count("/") == 4
         ]
+        return [entries for entries in found if entries.names]
 
     async def read_turn(self, ref: TurnRef | str) -> TurnEntry:
         """A turn entry's content.
 
         Raises:
             ObjectNotFoundError: The entry is gone (its turn ended).
+            msgspec.DecodeError: The object is not a turn entry.
         """
         data, _ = await self.store.read(ref.key if isinstance(ref, TurnRef) else ref)
         return _turn_decoder.decode(data)
 
     async def read_control(self, key: str) -> Control:
-        """A control request's content."""
+        """A control request's content.
+
+        Raises:
+            ObjectNotFoundError: The request is gone (applied).
+            msgspec.DecodeError: The object is not a control request.
+        """
         data, _ = await self.store.read(key)
         return _control_decoder.decode(data)
 
@@ -304,7 +331,11 @@ class DurableIndex:
                 data, _ = await self.store.read(name)
             except ObjectNotFoundError:
                 continue
-            ids = msgspec.json.decode(data, type=_Ids)
+            try:
+                ids = msgspec.json.decode(data, type=_Ids)
+            except msgspec.DecodeError as exc:
+                logger.warning("%s: unreadable index entry: %s", name, exc)
+                continue
             return ThreadKey(
                 ids.agent_id, ids.session_id, ids.user_id, ids.thread_id, ids.namespace
             )
@@ -361,6 +392,32 @@ class DurableIndex:
     async def delete(self, name: str) -> None:
         """Delete an entry (a turn that ended, a control request applied)."""
         await self.store.delete(name)
+
+    async def set_aside(self, name: str, *, delete: bool = True) -> str:
+        """Copy an entry that cannot be decoded out of the queue, for an operator.
+
+        The copy is named ``x<entry name>`` beside it, which no reader takes for
+        an entry. Repeating it (a worker died between the copy and the delete) is
+        harmless.
+
+        Args:
+            name: The entry's key.
+            delete: Delete the entry too (False: its caller ends it otherwise).
+
+        Returns:
+            The copy's key.
+        """
+        base, _, leaf = name.rpartition("/")
+        kept = f"{base}/{SET_ASIDE}{leaf}"
+        try:
+            data, _ = await self.store.read(name)
+        except ObjectNotFoundError:
+            return kept  # set aside (or applied) by another worker meanwhile
+        with contextlib.suppress(ObjectExistsError):
+            await self.store.create(kept, data)
+        if delete:
+            await self.store.delete(name)
+        return kept
 
     # --- the cursor hint ---
 

@@ -19,6 +19,12 @@ When the turn's end is in the log, its entry is deleted. A claim takes up to
 cancel of a running turn fire its run's interrupt signal without cutting a model
 call or tool short: the run stops at its next checkpoint.
 
+A failure confined to one thread stops only that thread: an index object that
+cannot be decoded is set aside (``DurableIndex.set_aside``; a turn whose input
+cannot be read fails), a policy that raises or decides wrongly holds the turn as
+``Hold`` would (its reason says why), and any other error of a claim is logged
+and the thread is left alone by this worker until its entries change.
+
 Fault points: ``fault(point)`` is called between the steps of a claim (the
 tests make it raise); see ``FAULT_POINTS``.
 """
@@ -32,6 +38,8 @@ import logging
 import random
 import uuid
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from journal import events as ev
 from journal import turn_events as te
@@ -56,7 +64,7 @@ from journal.runtime.uncertain import outcome_block, reconcile_events, uncertain
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from journal.durable.index import Control
+    from journal.durable.index import Control, TurnEntry
     from journal.engine import Journal, ThreadWriter
     from journal.keys import ThreadKey
     from journal.runtime.agent import Agent
@@ -200,8 +208,13 @@ class Worker:
                         finished, tasks = await _first(tasks)
                         done_count += sum(t.result() for t in finished)
                     key = await self.index.key_of(entries)
-                    agent = self._agent(key) if key is not None else None
-                    if key is None or agent is None:
+                    if key is None:
+                        # No entry names the thread: read them again only when
+                        # they change.
+                        self._blocked[entries.prefix] = entries.names
+                        continue
+                    agent = self._agent(key)
+                    if agent is None:
                         continue
                     task = asyncio.create_task(
                         self._claim(key, agent, entries), name=f"claim {key}"
@@ -256,6 +269,13 @@ class Worker:
                 # stays, and the thread's next lease holder carries on from the log.
                 logger.warning("%s: claim by %s ended: %s", key, self.worker_id, exc)
                 return 0
+            except Exception:
+                # A fault of this thread alone (a bug, a bad agent): the other
+                # threads' claims go on, and this one is not retried by this
+                # worker until its entries change (it would fail the same way).
+                logger.exception("%s: claim by %s failed", key, self.worker_id)
+                self._blocked[prefix] = entries.names
+                return 0
             finally:
                 try:
                     await writer.close()
@@ -278,7 +298,7 @@ class Worker:
             ledger.apply(record)
         self._point("read")
         # The scan's listing may predate the previous holder's last deletions.
-        listing = await self.index.relist(listing)
+        listing = await self._relist(listing)
         advanced = 0
         deleted: set[str] = set()
         while True:
@@ -295,7 +315,7 @@ class Worker:
                 break
             await self._advance(writer, ledger, key, agent, ref, info, listing)
             advanced += 1
-            listing = await self.index.relist(listing)
+            listing = await self._relist(listing)
         await self._sweep(ledger, listing, deleted)
         self._point("swept")
         open_versions = [
@@ -309,6 +329,28 @@ class Worker:
         if new_cursor > cursor:
             await self.index.write_cursor(key, new_cursor)
         return advanced
+
+    async def _relist(self, listing: ThreadEntries) -> ThreadEntries:
+        """The thread's entries again, with those of unreadable turn ids set aside.
+
+        No turn can be named to run or fail for such an entry.
+        """
+        listing = await self.index.relist(listing)
+        for name, _ in listing.unread:
+            kept = await self.index.set_aside(name)
+            logger.warning("%s: unreadable turn entry set aside as %s", name, kept)
+        listing.unread = []
+        return listing
+
+    async def _input(self, key: ThreadKey, ref: TurnRef) -> TurnEntry | str:
+        """The turn's entry, or why it cannot be read (a copy is then set aside)."""
+        try:
+            return await self.index.read_turn(ref)
+        except msgspec.DecodeError as exc:
+            # The sweep deletes the entry once the turn has failed for it.
+            kept = await self.index.set_aside(ref.key, delete=False)
+            logger.warning("%s: turn %r: unreadable entry: %s", key, ref.turn_id, exc)
+            return f"its index entry cannot be read ({exc}); a copy is at {kept}"
 
     async def _head(
         self, ledger: TurnLedger, listing: ThreadEntries, deleted: set[str]
@@ -353,6 +395,16 @@ class Worker:
                 control = await self.index.read_control(name)
             except ObjectNotFoundError:
                 continue
+            except msgspec.DecodeError as exc:
+                # Not a request: out of the queue, so no claim trips on it again.
+                kept = await self.index.set_aside(name)
+                logger.warning(
+                    "%s: unreadable control request (%s) set aside as %s",
+                    name,
+                    exc,
+                    kept,
+                )
+                continue
             events = await self._control_events(control, ledger, listing)
             await self._commit(writer, ledger, events)
             self._point("control-committed")
@@ -380,9 +432,15 @@ class Worker:
                 entry = await self.index.read_turn(ref)
             except ObjectNotFoundError:
                 return []
-            queued = [
-                te.TurnQueued(turn_id, entry.submitted_at, len(entry.messages), ref.key)
-            ]
+            except msgspec.DecodeError:
+                # Queued all the same; the turn fails when it comes to run.
+                queued = [te.TurnQueued(turn_id, entry=ref.key)]
+            else:
+                queued = [
+                    te.TurnQueued(
+                        turn_id, entry.submitted_at, len(entry.messages), ref.key
+                    )
+                ]
             status, revision = TurnStatus.QUEUED, 1
         else:
             if request in info.requests:
@@ -424,17 +482,24 @@ class Worker:
         turn_id = ref.turn_id
         run_id = uuid.uuid4().hex
         events: list[object] = []
-        if info is None:
-            entry = await self.index.read_turn(ref)
-            events.append(
-                te.TurnQueued(turn_id, entry.submitted_at, len(entry.messages), ref.key)
-            )
-            inputs: list[ev.Msg] = entry.messages
-            attempt, with_input = 1, True
-        else:
-            with_input = not info.input_committed
-            inputs = (await self.index.read_turn(ref)).messages if with_input else []
-            attempt = info.attempts + 1
+        with_input = info is None or not info.input_committed
+        inputs: list[ev.Msg] = []
+        if with_input:
+            entry = await self._input(key, ref)
+            if isinstance(entry, str):
+                # The turn cannot run without its input: it fails, visibly.
+                if info is None:
+                    events.append(te.TurnQueued(turn_id, entry=ref.key))
+                events.append(te.TurnFailed(turn_id, entry))
+                await self._commit(writer, ledger, events)
+                return
+            inputs = entry.messages
+            if info is None:
+                events.append(
+                    te.TurnQueued(turn_id, entry.submitted_at, len(inputs), ref.key)
+                )
+        attempt = 1 if info is None else info.attempts + 1
+        if info is not None:
             last = info.last_run
             if (
                 info.status is TurnStatus.RUNNING
@@ -445,13 +510,11 @@ class Worker:
         calls = uncertain_calls(writer.state)
         if calls:
             last_run = info.last_run if info is not None else None
-            decision = await _decide(
-                self.uncertain, Uncertain(key, turn_id, last_run, calls)
-            )
+            situation = Uncertain(key, turn_id, last_run, calls)
+            decision, settled = await self._decided(writer, situation)
             events = _with_decision(
                 events, decision, turn_id, last_run, calls, self.worker_id
             )
-            settled = _settle(key, writer, turn_id, decision, calls)
             events.extend(settled)
             if not isinstance(decision, Reconcile):
                 await self._commit(writer, ledger, events)
@@ -462,6 +525,30 @@ class Worker:
         await self._commit(writer, ledger, events)
         self._point("started")
         await self._run(writer, ledger, key, agent, listing, turn_id, run_id, inputs)
+
+    async def _decided(
+        self, writer: ThreadWriter, situation: Uncertain
+    ) -> tuple[Decision, list[object]]:
+        """The policy's decision and the events that carry it out.
+
+        A policy that raises, or decides something that cannot be carried out (not
+        a Decision, a Reconcile that does not name exactly the uncertain calls),
+        holds the turn as ``Hold`` would, with a reason saying so: the thread
+        waits for an operator, and the worker goes on with other threads.
+        """
+        key, turn_id, calls = situation.key, situation.turn_id, situation.calls
+        try:
+            decision = await _decide(self.uncertain, situation)
+            return decision, _settle(key, writer, turn_id, decision, calls)
+        except Exception as exc:
+            logger.warning(
+                "%s: turn %r: the uncertain-call policy failed: %r", key, turn_id, exc
+            )
+            held = Hold(
+                f"the uncertain-call policy failed ({type(exc).__name__}: {exc}): "
+                "reconcile the calls, then resume"
+            )
+            return held, _settle(key, writer, turn_id, held, calls)
 
     async def _run(
         self,
@@ -540,7 +627,12 @@ class Worker:
                     if name in seen:
                         continue
                     seen.add(name)
-                    request = await self.index.read_control(name)
+                    try:
+                        request = await self.index.read_control(name)
+                    except (ObjectNotFoundError, msgspec.DecodeError):
+                        # Applied already, or not a request (the claim sets it
+                        # aside after the run).
+                        continue
                     info = ledger.get(turn_id)
                     done = info is not None and request.request_id in info.requests
                     if request.turn_id != turn_id or done:

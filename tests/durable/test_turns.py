@@ -11,11 +11,13 @@ from journal import (
     Agent,
     Journal,
     ModelResponse,
+    Msg,
     RuntimeContext,
     ScriptedModel,
     StorageError,
     ToolCall,
 )
+from journal import events as ev
 from journal import turn_events as te
 from journal.durable import (
     FAULT_POINTS,
@@ -28,6 +30,7 @@ from journal.durable import (
     TurnStatus,
     Worker,
 )
+from journal.durable.index import Control
 from journal.keys import decode_segment, encode_segment
 from stores.memory import MemoryStore
 
@@ -399,6 +402,106 @@ async def test_a_worker_cancelled_mid_claim_claims_the_thread_again(when):
     # The same worker instance claims the thread again.
     assert await worker.drain() == 1
     assert (await turn.result()).text == "echo hi"
+
+
+async def test_an_unknown_control_op_is_refused_before_anything_is_written(tmp_path):
+    _, _, client, _ = make(tmp_path)
+    await client.submit(CTX, "x", turn_id="t")
+    with pytest.raises(ValueError, match="'stop'"):
+        await client.control(client.key(CTX), "t", "stop")  # type: ignore[arg-type]
+    assert not (await client.index.list_thread(client.key(CTX))).controls
+
+
+async def test_bad_index_objects_are_set_aside_and_spare_every_thread(tmp_path):
+    j, agent, client, _ = make(tmp_path)
+    other = RuntimeContext(user_id="bob", session_id="s2")
+    await client.submit(CTX, "a", turn_id="ta")
+    await client.submit(other, "b", turn_id="tb")
+    key = client.key(CTX)
+    base = client.index.thread_dir(key)
+    # A request whose op this worker does not know (a newer client's), a control
+    # and a turn entry that are not JSON, one whose name hashes its turn id.
+    request = Control(
+        op="stop",
+        turn_id="ta",
+        request_id="r-stop",
+        agent_id=key.agent_id,
+        session_id=key.session_id,
+        user_id=key.user_id,
+        thread_id=key.thread_id,
+        namespace=key.namespace,
+    )
+    await client.index.add_control(request)
+    await j.store.create(f"{base}c{0:020d}.garbage", b"not json")
+    await j.store.create(f"{base}t{2:012d}.bad", b"not json")
+    await j.store.create(f"{base}t{3:012d}.%%bad%%{'0' * 64}", b"{}")
+    for _ in range(2):  # a restarted worker finds nothing left to trip on
+        worker = Worker(agent, poll=0.02, control_poll=0.02)
+        await worker.drain()
+    assert (await client.turn(other, "tb").result()).text == "echo b"
+    assert (await client.turn(CTX, "ta").result()).text == "echo a"
+    bad = await client.view(key, "bad")
+    assert bad.status is TurnStatus.FAILED
+    assert "cannot be read" in (bad.error or "")
+    records = [r async for r in j.records(key)]
+    refused = [
+        e for r in records for e in r.events if isinstance(e, te.TurnControlRefused)
+    ]
+    assert [(e.op, e.request_id) for e in refused] == [("stop", "r-stop")]
+    assert (await client.index.list_thread(key)).names == frozenset()
+    # Copies for an operator, beside the entries (an erase of them deletes them).
+    kept = [k.rpartition("/")[2] for k in await j.store.list(base)]
+    assert sorted(kept) == sorted(
+        [f"xc{0:020d}.garbage", f"xt{2:012d}.bad", f"xt{3:012d}.%%bad%%{'0' * 64}"]
+    )
+    assert key not in await client.threads_with_work()  # no work left to scan
+
+
+async def crashed_in_a_tool(j, client, ctx, turn_id):
+    """A turn whose worker died inside a tool call: its call ``pay`` is uncertain."""
+    turn = await client.submit(ctx, "pay", turn_id=turn_id)
+    key = client.key(ctx)
+    ref = (await client.index.list_thread(key)).find(turn_id)
+    async with j.writer(key, "dead-worker") as w:
+        await w.append([te.TurnQueued(turn_id, 0.0, 1, ref.key)])
+        await w.append([te.TurnStarted(turn_id, "r0", "dead-worker")])
+        started = ev.RunStarted("r0", turn_id=turn_id)
+        await w.append([started, ev.MessageAppended(Msg("user", "pay"))], run_id="r0")
+        await w.append([ev.ToolCallRequested("pay", "transfer", {}, run_id="r0")])
+    # The writer is closed without ending the run: the next holder recovers it.
+    return turn
+
+
+def wrong_call(u):
+    return Reconcile({"wrong-id": "done"})
+
+
+def raises(u):
+    raise RuntimeError("the bank's API is down")
+
+
+@pytest.mark.parametrize("policy", [wrong_call, raises, lambda u: "yes"])
+async def test_a_failing_policy_holds_its_turn_and_spares_other_threads(
+    tmp_path, policy
+):
+    j, agent, client, _ = make(tmp_path)
+    turn = await crashed_in_a_tool(j, client, CTX, "t")
+    other = await client.submit(RuntimeContext(user_id="bob", session_id="s2"), "b")
+    for _ in range(2):  # every restart: no crash, the turn stays held
+        await Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy).drain()
+    assert (await other.result()).text == "echo b"
+    view = await turn.status()
+    assert view.status is TurnStatus.PAUSED
+    assert "policy failed" in (view.error or "")
+    records = [r async for r in j.records(client.key(CTX))]
+    taken = [e for r in records for e in r.events if isinstance(e, te.TurnTakenOver)]
+    assert [(e.uncertain, e.decision) for e in taken] == [(["pay"], "hold")]
+    # The operator's way out works as for a Hold.
+    await agent.reconcile_tool_calls(CTX, {"pay": "sent (bank says)"})
+    await agent.close()
+    await turn.resume(view.revision)
+    await Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy).drain()
+    assert (await turn.result()).text == "echo pay"
 
 
 async def test_the_cli_lists_turns_by_status_and_sends_controls(tmp_path, capsys):
