@@ -15,10 +15,11 @@ whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
 readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
 the DEKs with the provider's current KEK; no record is rewritten.
 
-A :class:`Keyring` caches the DEKs it unwrapped, and another process may shred them:
+A :class:`Keyring` caches the DEKs it unwrapped, and another process may change them:
 a writer reads its owner's key object once, when it first encrypts, so that it never
 takes a DEK that is listed as erased (a new one is made, as for an owner who comes
-back after erasure).
+back after erasure); a reader meeting a DEK id the cache does not know (that new
+one) reads the key object once before failing.
 
 :class:`ThreadCipher` is one thread's view: it loads the owner's keys once (reads are
 synchronous after that, so the codec stays pure) and binds every ciphertext to its
@@ -30,7 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -67,6 +68,7 @@ SLOT_KEYRING_DIR = "@keyring/slots/"
 """Where the snapshot-mode stores' key objects live on their keyring store."""
 _SUFFIX = ".key"
 _UPDATE_ATTEMPTS = 16
+_T = TypeVar("_T")
 
 
 def owner_of(prefix: str) -> str:
@@ -195,8 +197,24 @@ class Keyring:
         cached = self._cache.get(owner)
         if cached is not None:
             return cached
+        return await self._fetch(owner)
+
+    async def reload(self, owner: str, key_id: str) -> OwnerKeys:
+        """The owner's keys, read again unless the cached ones know ``key_id``.
+
+        A DEK id that the cached keys neither hold nor list as erased was made
+        after they were read, by another process (for an owner who came back after
+        erasure): one read of the key object tells.
+        """
+        cached = self._cache.get(owner)
+        if cached is not None and (key_id in cached.keys or key_id in cached.erased):
+            return cached  # another operation of this process read it already
+        return await self._fetch(owner)
+
+    async def _fetch(self, owner: str) -> OwnerKeys:
         found = await self._read(owner)
         if found is None:
+            self._cache.pop(owner, None)
             return OwnerKeys(
                 owner,
                 error=KeyUnavailableError(owner, "", "it has no key object"),
@@ -444,6 +462,7 @@ class ThreadCipher:
         self.owner = owner_of(prefix)
         self.keys: OwnerKeys | None = None
         self._current: tuple[str, bytes] | None = None
+        self._reloaded: set[str] = set()
 
     async def load(self) -> OwnerKeys:
         """Load the owner's keys, once: a thread's log lives for one operation.
@@ -454,6 +473,40 @@ class ThreadCipher:
         if self.keys is None:
             self.keys = await self.keyring.load(self.owner)
         return self.keys
+
+    async def opening(self, call: Callable[[], _T]) -> _T:
+        """``call()``, which decrypts with these keys (:meth:`load` came first).
+
+        When it needs a DEK the loaded keys neither hold nor list as erased (made
+        by another process since they were read), the owner's key object is read
+        again and ``call()`` runs once more: once for each such DEK id, so that a
+        thousand records under an id the key object does not hold read it once.
+
+        Raises:
+            KeyUnavailableError: The DEK cannot be had, even after that read
+                (whatever else ``call()`` raises passes through).
+        """
+        try:
+            return call()
+        except KeyUnavailableError as exc:
+            if not await self._reload(exc.key_id):
+                raise
+        return call()
+
+    async def _reload(self, key_id: str) -> bool:
+        """Read the key object again for ``key_id``; True if it now names it."""
+        keys = self.keys
+        if (
+            keys is None
+            or keys.error is not None  # a KEK or key object problem: kept (load)
+            or key_id in keys.keys
+            or key_id in keys.erased
+            or key_id in self._reloaded
+        ):
+            return False
+        self._reloaded.add(key_id)
+        self.keys = keys = await self.keyring.reload(self.owner, key_id)
+        return key_id in keys.keys or key_id in keys.erased
 
     async def writable(self) -> None:
         """Make sure there is a DEK to encrypt with (creating the owner's first).

@@ -270,10 +270,13 @@ class ThreadLog:
             if strict:
                 raise self._no_keyring()
             return codec.parse_record(data, label=self.label, version=version)
-        await self.cipher.load()
+        cipher = self.cipher
+        await cipher.load()
         try:
-            return codec.parse_record(
-                data, label=self.label, version=version, opener=self.cipher.open_record
+            return await cipher.opening(
+                lambda: codec.parse_record(
+                    data, label=self.label, version=version, opener=cipher.open_record
+                )
             )
         except EncryptionError:
             if strict:
@@ -353,8 +356,11 @@ class ThreadLog:
         """
         if crypto.is_container(stored, crypto.BLOB_MAGIC):
             cipher = await self._reading_cipher()
+            sealed = bytes(stored)
             try:
-                stored = cipher.open(crypto.BLOB_MAGIC, digest, bytes(stored))
+                stored = await cipher.opening(
+                    lambda: cipher.open(crypto.BLOB_MAGIC, digest, sealed)
+                )
             except ValueError:
                 return None
         return checked_blob(stored, digest)
@@ -655,8 +661,11 @@ class ThreadLog:
         data = found
         if crypto.is_container(data, crypto.CHECKPOINT_MAGIC):
             cipher = await self._reading_cipher()
+            name = version_name(version)
             try:
-                data = cipher.open(crypto.CHECKPOINT_MAGIC, version_name(version), data)
+                data = await cipher.opening(
+                    lambda: cipher.open(crypto.CHECKPOINT_MAGIC, name, found)
+                )
             except ValueError as exc:
                 raise ValueError(f"checkpoint {exc}") from None
         return data

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey
-from journal.crypto import StaticKeys, generate_key
-from journal.errors import ErasedError
+from journal.crypto import Encryption, StaticKeys, generate_key
+from journal.errors import ErasedError, KeyUnavailableError
 from stores.memory import MemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 KEYRING = "@keyring/threads/"
+BIG = "payload " * 20000  # over the blob threshold: stored as a blob
 
 
 class KeyringStore(MemoryStore):
@@ -95,3 +96,46 @@ async def test_writer_started_after_an_erasure_elsewhere_uses_a_new_key():
     for reader in (Journal(store, encryption=provider), app):
         state = await reader.load(alice("s2"))
         assert [m.content for m in state.context] == texts
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+async def test_reader_meets_the_new_key_of_an_owner_back_after_erasure(checkpoint):
+    """A long-lived reader's cache predates the key another process made."""
+    provider = StaticKeys([generate_key()])
+    store = KeyringStore()
+    admin = Journal(store, encryption=provider)
+    server = Journal(store, encryption=provider)
+    await say(admin, alice("s1"), "old")
+    assert (await server.load(alice("s1"))).context[0].content == "old"
+    await admin.erase(user_id="alice")
+    async with admin.writer(alice("s2")) as w:  # alice comes back: a new key
+        await w.append([MessageAppended(Msg("user", "new"))])
+        await w.append([MessageAppended(Msg("user", BIG))])
+        if checkpoint:  # then the checkpoint is what a load decrypts first
+            await w.checkpoint()
+    reads = store.key_reads
+    for _ in range(2):
+        state = await server.load(alice("s2"))
+        assert state.context[0].content == "new"
+        assert state.context[-1].content == BIG
+        # The unknown key id cost one read of the key object, once.
+        assert store.key_reads == reads + 1
+
+
+async def test_a_key_the_key_object_does_not_hold_fails_after_one_read():
+    """Records under a key id that no key object holds: re-read once, then fail."""
+    provider = StaticKeys([generate_key()])
+    store = KeyringStore()
+    server = Journal(store, encryption=provider)
+    await say(server, alice("s1"), "known")  # the server holds alice's key
+    # Another keyring made alice a key of its own: the shared one never had it.
+    rogue = Journal(store, encryption=Encryption(provider, keyring=MemoryStore()))
+    async with rogue.writer(alice("s2")) as w:
+        for i in range(5):
+            await w.append([MessageAppended(Msg("user", f"unknown {i}"))])
+    for _ in range(2):
+        reads = store.key_reads
+        with pytest.raises(KeyUnavailableError, match="does not hold") as caught:
+            await server.load(alice("s2"))
+        assert caught.value.key_id.startswith("d-")
+        assert store.key_reads == reads + 1  # not once a record
