@@ -26,6 +26,7 @@ __all__ = [
     "TasksContext",
     "ToolContext",
     "Verification",
+    "fold_refusal",
     "keep_log_facts",
     "message_added",
 ]
@@ -191,6 +192,33 @@ def keep_log_facts(new: AgentState, current: AgentState) -> AgentState:
 def _end_run(state: AgentState, run_id: str) -> None:
     if state.active_run_id == run_id:
         state.active_run_id = None
+
+
+def fold_refusal(event: object) -> tuple[str, str] | None:
+    """Why :meth:`AgentStateProjection.apply` would refuse ``event``, if it would.
+
+    ``(field path, detail)``, or None. A writer asks before it commits an event,
+    since a record whose fold fails is a thread no reader can load.
+    """
+    match event:
+        case ev.UnknownEvent(required=True, type=type_name):
+            return (
+                "type",
+                f"{type_name!r} is not a registered event type and is marked "
+                "required: no reader of this process can build state with it",
+            )
+        case ev.AgentStateReplaced(chunks=chunks) if chunks:
+            return (
+                "chunks",
+                "chunks are the journal's own encoding of the context; pass the "
+                "messages",
+            )
+        case ev.AgentStateReplaced(state=state):
+            try:
+                decode_state(state)
+            except (msgspec.DecodeError, ValueError) as exc:
+                return "state", f"does not decode as an AgentState: {exc}"
+    return None
 
 
 class AgentStateProjection:

@@ -31,6 +31,7 @@ from journal.engine.replay import rebuild
 from journal.errors import (
     CorruptRecordError,
     FencedError,
+    InvalidEventError,
     JournalError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -45,6 +46,7 @@ from projections.agent_state import (
     AgentState,
     AgentStateProjection,
     encode_state,
+    fold_refusal,
     keep_log_facts,
 )
 
@@ -583,6 +585,16 @@ class ThreadWriter:
                 return done
         if expected_version is not None and expected_version != self.version:
             raise VersionConflictError(self.label, expected_version, self.version)
+        # What this writer folds after publishing must fold: a record whose fold
+        # fails would be committed, then every load of the thread would refuse it.
+        for index, event in enumerate(events if local_events is None else local_events):
+            if (refused := fold_refusal(event)) is not None:
+                raise InvalidEventError(
+                    index,
+                    type(event).__name__,
+                    f"events[{index}].{refused[0]}",
+                    refused[1],
+                )
         if self._fence_pending:
             events = [*self._fence_pending, *events]
             if local_events is not None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 ALICE = RuntimeContext(user_id="alice", session_id="s1")
 ALICE_QUEUED_ONLY = RuntimeContext(user_id="alice", session_id="s2")
 BOB = RuntimeContext(user_id="bob", session_id="s1")
-SECRET = "my card number is 4111-1111-1111-1111"
+PRIVATE_INPUT = "my card number is 4111-1111-1111-1111"
 
 
 def files_holding(root: Path, data: bytes) -> list[str]:
@@ -48,13 +48,13 @@ async def test_erase_deletes_queued_turns_and_cursors(tmp_path: Path) -> None:
         await w.append([MessageAppended(Msg("user", "earlier"))])
     await client.index.write_cursor(client.key(ALICE), 7)
     for ctx in (ALICE, ALICE_QUEUED_ONLY, BOB):
-        await client.submit(ctx, SECRET, turn_id="t1")
-    assert len(files_holding(tmp_path / "j", SECRET.encode())) == 3
+        await client.submit(ctx, PRIVATE_INPUT, turn_id="t1")
+    assert len(files_holding(tmp_path / "j", PRIVATE_INPUT.encode())) == 3
 
     erased = await j.erase(user_id="alice")
 
     assert erased == [client.key(ALICE)]
-    left = files_holding(tmp_path / "j", SECRET.encode())
+    left = files_holding(tmp_path / "j", PRIVATE_INPUT.encode())
     assert len(left) == 1
     assert "bob" in left[0]
     assert await client.index.read_cursor(client.key(ALICE)) == 1
@@ -63,6 +63,9 @@ async def test_erase_deletes_queued_turns_and_cursors(tmp_path: Path) -> None:
     await Worker(agent, poll=0.01).drain()
     for ctx in (ALICE, ALICE_QUEUED_ONLY):
         assert await j.head(client.key(ctx)) == 0
-    assert [m.text for m in (await j.load(client.key(BOB))).context] == [SECRET, "ok"]
+    assert [m.text for m in (await j.load(client.key(BOB))).context] == [
+        PRIVATE_INPUT,
+        "ok",
+    ]
     await agent.close()
     await j.aclose()
