@@ -91,7 +91,10 @@ async def check_seals(
 
     Every seal stored must be valid and agree with the log: a forged or replayed one
     is a problem, since a rewrite can only ever add such. A thread with no valid seal
-    (and no anchor) is a problem too: deleting the seals is part of a rewrite.
+    (and no anchor) is a problem too: deleting the seals is part of a rewrite. A seal
+    of a version retention removed vouches for nothing (a warning; for the anchor, a
+    problem): the history kept needs a seal of its own, which a signing journal
+    writes at every checkpoint, retention's included.
     """
     found = SealFindings([], [], key=public_key_id(trusted))
     candidates: list[tuple[str, Seal]] = []
@@ -108,10 +111,20 @@ async def check_seals(
             found.problems.append((seal.version, f"seal {name} is not valid: {why}"))
             continue
         if seal.version < first:
-            found.warnings.append(
-                (seal.version, f"seal {name} covers a version retention removed")
-            )
-            found.sealed = max(found.sealed, seal.version)
+            # It vouches for nothing kept: RETENTION is not signed, so a forged
+            # marker could otherwise hide a rewrite behind seals of removed
+            # versions. The anchor is a claim about this history: it must be kept.
+            message = f"seal {name} covers version {seal.version}, which retention "
+            if seal is anchor:
+                found.problems.append(
+                    (
+                        seal.version,
+                        message + f"removed (the log starts at {first}): the history "
+                        "kept cannot be shown to extend it; anchor a newer seal",
+                    )
+                )
+            else:
+                found.warnings.append((seal.version, message + "removed"))
             continue
         actual = hashes.get(seal.version)
         if seal.version > head or actual is None:
@@ -134,8 +147,14 @@ async def check_seals(
             continue
         found.sealed = max(found.sealed, seal.version)
     if not found.sealed and not found.problems:
+        kept = f" at or after version {first}, where retention left the log to start"
         found.problems.append(
-            (None, f"no seal signed by {found.key}: the history cannot be vouched for")
+            (
+                None,
+                f"no seal signed by {found.key}"
+                + (kept if first > 1 else "")
+                + ": the history cannot be vouched for",
+            )
         )
     elif found.sealed and found.sealed < head:
         found.warnings.append(

@@ -145,3 +145,57 @@ async def test_seal_needs_a_signing_key(tmp_path):
     await write(journal, KEY, ["m"])
     with pytest.raises(ValueError, match="signing_key"):
         await journal.seal(KEY)
+
+
+def clocked(root, now, *, signed=True, provider=None, every=5):
+    return Journal(
+        LocalStore(root, segments=False, fsync=False),
+        checkpoint_every=every,
+        encryption=provider,
+        signing_key=SIGNER if signed else None,
+        clock=lambda: now[0],
+    )
+
+
+async def test_a_rewrite_hidden_behind_retention_is_caught(tmp_path, provider):
+    """A forger rewrites the thread, has retention remove everything the kept
+    seals (and the anchor) vouch for, then puts the seals back: seals of removed
+    versions vouch for nothing kept, so the history has no valid seal."""
+    now = [1_000_000.0]
+    journal = clocked(tmp_path, now, provider=provider)
+    await write(journal, KEY, [f"m{i}" for i in range(12)])
+    anchor = await journal.seal(KEY)
+    seals = log_dir(tmp_path) / "seals"
+    kept = tmp_path / "kept-seals"
+    shutil.copytree(seals, kept)
+    for child in log_dir(tmp_path).iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    forger = clocked(tmp_path, now, signed=False, provider=provider)
+    await write(forger, KEY, [f"forged {i}" for i in range(30)])
+    now[0] += 8 * 24 * 3600
+    marker = await forger.retain(KEY)
+    assert marker is not None
+    assert marker.first_retained > anchor.version
+    shutil.copytree(kept, seals, dirs_exist_ok=True)
+    report = await forger.verify(KEY, trust=TRUST)
+    assert not report.ok, report.warnings
+    assert report.sealed == 0
+    report = await forger.verify(KEY, trust=TRUST, anchor=anchor)
+    assert not report.ok
+    assert any("anchor" in str(p) for p in report.problems)
+
+
+async def test_a_retained_signed_thread_still_verifies(tmp_path, provider):
+    """Retention keeps a sealed checkpoint: the seal there vouches for what was
+    kept, and the seals of removed versions are only warnings."""
+    now = [1_000_000.0]
+    journal = clocked(tmp_path, now, provider=provider)
+    await write(journal, KEY, [f"m{i}" for i in range(30)])
+    now[0] += 8 * 24 * 3600
+    await write(journal, KEY, ["newer"])
+    marker = await journal.retain(KEY)
+    assert marker is not None
+    report = await journal.verify(KEY, trust=TRUST)
+    assert report.ok, report.problems
+    assert report.sealed >= marker.first_retained
+    assert any("retention removed" in str(w) for w in report.warnings)
