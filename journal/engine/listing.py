@@ -209,15 +209,19 @@ async def _key_from_record(
     prefix = "/".join(segments)
     try:
         data, _ = await store.read(ThreadLayout(prefix).record_key(1))
-        opener = None
         if codec.is_encrypted_record(data) and keyring is not None:
             cipher = ThreadCipher(keyring, prefix)
             await cipher.load()
-            opener = cipher.open_record
-        record = codec.materialize(
-            codec.parse_record(data, label=prefix, version=1, opener=opener),
-            label=prefix,
-        )
+            # Through opening: the key of an owner back after an erasure done by
+            # another process is not in this process's cached keys yet.
+            parsed = await cipher.opening(
+                lambda: codec.parse_record(
+                    data, label=prefix, version=1, opener=cipher.open_record
+                )
+            )
+        else:
+            parsed = codec.parse_record(data, label=prefix, version=1)
+        record = codec.materialize(parsed, label=prefix)
     except (ObjectNotFoundError, CorruptRecordError, EncryptionError):
         return None
     for event in record.events:

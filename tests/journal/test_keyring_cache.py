@@ -139,3 +139,19 @@ async def test_a_key_the_key_object_does_not_hold_fails_after_one_read():
             await server.load(alice("s2"))
         assert caught.value.key_id.startswith("d-")
         assert store.key_reads == reads + 1  # not once a record
+
+
+async def test_a_long_id_thread_of_an_owner_back_after_erasure_is_listed():
+    """A thread whose path hashes a long id is named by decrypting its first
+    record: with the new key of an owner back after an erasure done elsewhere."""
+    provider = StaticKeys([generate_key()])
+    store = KeyringStore()
+    admin = Journal(store, encryption=provider)
+    server = Journal(store, encryption=provider)
+    first = ThreadKey("agent", "L" * 200, user_id="alice")
+    await say(admin, first, "old")
+    assert [k async for k in server.threads(user_id="alice")] == [first]
+    await admin.erase(user_id="alice")
+    back = ThreadKey("agent", "M" * 200, user_id="alice")
+    await say(admin, back, "new")
+    assert [k async for k in server.threads(user_id="alice")] == [back]
