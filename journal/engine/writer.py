@@ -379,20 +379,24 @@ class ThreadWriter:
             etag = await self.log.write_lease(record, lease.etag, durable=False)
         except (PreconditionFailedError, ObjectNotFoundError):
             current, etag = await self.log.read_lease()
-            if (
-                current is None
-                or current.epoch != self.epoch
-                or current.holder != self.holder
-                # The same holder and epoch granted again (LEASE lost meanwhile):
-                # a renewal keeps acquired_at, another acquisition sets its own.
-                or current.acquired_at != lease.record.acquired_at
-            ):
+            if not self._ours(current, lease):
                 return True, current.epoch if current else None
             # Still ours: our own earlier write landed and its reply was lost.
             etag = await self.log.write_lease(record, etag, durable=False)
         self._lease = LeaseState(record, etag, started)
         self._valid_until = started + self.ttl * 0.9
         return False, None
+
+    def _ours(self, current: LeaseRecord | None, lease: LeaseState) -> bool:
+        """Whether ``current`` (LEASE as read) is still this acquisition's lease."""
+        return (
+            current is not None
+            and current.holder == self.holder
+            and current.epoch == self.epoch
+            # The same holder and epoch granted again (LEASE lost meanwhile): a
+            # renewal keeps acquired_at, another acquisition sets its own.
+            and current.acquired_at == lease.record.acquired_at
+        )
 
     async def _keep_for_fence(self, lease: LeaseState) -> bool:
         """Renew before the fence if acquiring took half the TTL or more.
@@ -420,7 +424,16 @@ class ThreadWriter:
         record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
         async with self._lease_lock:
             with contextlib.suppress(JournalError):
-                await self.log.write_lease(record, lease.etag, durable=False)
+                try:
+                    await self.log.write_lease(record, lease.etag, durable=False)
+                except PreconditionFailedError:
+                    # A write of ours may have landed with its reply lost (a
+                    # renewal, or one cancelled mid-flight by close): if LEASE is
+                    # still this acquisition's, release it at its etag, or it
+                    # stays busy until its ttl runs out.
+                    current, etag = await self.log.read_lease()
+                    if self._ours(current, lease):
+                        await self.log.write_lease(record, etag, durable=False)
 
     async def set_idle(self, idle: bool) -> bool:
         """Mark the lease idle (takeable by anyone) or busy again, renewing it.

@@ -205,3 +205,32 @@ async def test_replace_state_over_a_slot_taken_at_its_own_epoch_is_fenced():
     assert [r.writer async for r in j.records(KEY)][-1] == "a"
     await a.close()
     await b.close()
+
+
+class LostLeaseReply(MemoryStore):
+    """Applies the next write of ``LEASE``, then reports a failure."""
+
+    armed = False
+
+    async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:
+        etag = await super().replace(key, data, if_match=if_match)
+        if self.armed and key.endswith("/LEASE"):
+            self.armed = False
+            raise StorageError("connection reset after the write was applied")
+        return etag
+
+
+async def test_closing_after_a_renewal_whose_reply_was_lost_releases_the_lease():
+    """The renewal landed but the writer kept the old etag: its release must
+    still free ``LEASE``, not leave it busy until the ttl runs out."""
+    store = LostLeaseReply(f"release-{uuid.uuid4().hex}")
+    j = Journal(store)
+    w = await j.acquire(KEY, "a", lease_ttl=300)
+    await w.append([SummarySet("a")])
+    store.armed = True
+    with pytest.raises(StorageError):
+        await w.renew()
+    await w.close()
+    other = await j.acquire(KEY, "b", lease_ttl=300, wait=0)
+    await other.append([SummarySet("b")])
+    await other.close()
