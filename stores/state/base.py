@@ -19,7 +19,12 @@ from journal.errors import KeyUnavailableError
 from journal.policy import ConflictPolicy
 from stores.state import adapter
 from stores.state.adapter import with_version
-from stores.state.encryption import SlotCipher, is_sealed, slot_owner
+from stores.state.encryption import (
+    KEY_CHECK_INTERVAL,
+    SlotCipher,
+    is_sealed,
+    slot_owner,
+)
 from stores.state.protocol import AgentStateStore
 from stores.state.slots import (
     SlotKey,
@@ -64,16 +69,26 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
 
     cipher: SlotCipher | None = None
 
-    def use_encryption(self, encryption: Encryption) -> Self:
+    def use_encryption(
+        self, encryption: Encryption, *, key_check_interval: float = KEY_CHECK_INTERVAL
+    ) -> Self:
         """Encrypt what this store saves from now on (plain slots still load).
+
+        Args:
+            encryption: The provider and the keyring store.
+            key_check_interval: A save reads its owner's key object when this
+                store has not for this long (seconds; 0: every save), so a shred
+                done by another process reaches its saves within it (see
+                :mod:`stores.state.encryption`).
 
         Returns:
             The store itself.
 
         Raises:
-            ValueError: ``encryption`` has no keyring store.
+            ValueError: ``encryption`` has no keyring store, or
+                ``key_check_interval`` is negative.
         """
-        self.cipher = SlotCipher(encryption)
+        self.cipher = SlotCipher(encryption, key_check_interval=key_check_interval)
         return self
 
     async def shred(self, user_id: str | None, session_id: str | None = None) -> bool:

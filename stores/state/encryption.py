@@ -9,6 +9,13 @@ ciphertext copied to another slot does not decrypt. It is JSON so that every bac
 objects live on the keyring store of the :class:`~journal.crypto.Encryption` given,
 under ``@keyring/slots/``; :meth:`SlotCipher.shred` destroys an owner's keys.
 
+Another process may shred an owner's keys while this one has them cached. A save
+takes the owner's data key from a read of the key object (:meth:`Keyring.current`
+with ``refresh``), never a key that read lists as erased, when the store has not read
+it for that owner in the last :data:`KEY_CHECK_INTERVAL` seconds (or at all): a store
+that lives for days does not go on saving under a destroyed key, and a busy owner's
+saves do not each cost a read of the keyring store.
+
 The slot's version is not in the associated data: some backends stamp the version
 only inside one server-side step, after the bytes were made. An older ciphertext of
 the same slot written back by someone with storage access therefore decrypts: the
@@ -20,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -35,7 +43,14 @@ if TYPE_CHECKING:
     from journal.crypto import Encryption
     from stores.state.slots import SlotKey
 
-__all__ = ["SlotCipher", "is_sealed", "slot_owner"]
+__all__ = ["KEY_CHECK_INTERVAL", "SlotCipher", "is_sealed", "slot_owner"]
+
+KEY_CHECK_INTERVAL = 10.0
+"""Seconds a store saves under an owner's data key before reading its key object again.
+
+A shred done elsewhere reaches a store's saves within this long: a save starting
+later takes a new data key. Between checks, saves read nothing but the slot.
+"""
 
 _TAG = "AJES1"
 
@@ -79,25 +94,57 @@ class SlotCipher:
     Args:
         encryption: The provider and the keyring store (required here: a state
             store has no object store of its own to keep key objects in).
+        key_check_interval: How long (seconds) saves of an owner use its data key
+            before the next save reads the key object again; 0 reads it at every
+            save.
+
+    Attributes:
+        clock: The monotonic clock (seconds) that times the key checks.
 
     Raises:
-        ValueError: ``encryption.keyring`` is None.
+        ValueError: ``encryption.keyring`` is None, or ``key_check_interval`` is
+            negative.
     """
 
-    def __init__(self, encryption: Encryption) -> None:
+    def __init__(
+        self, encryption: Encryption, *, key_check_interval: float = KEY_CHECK_INTERVAL
+    ) -> None:
         if encryption.keyring is None:
             raise ValueError(
                 "encrypting a state store needs Encryption(provider, keyring=<an "
                 "object store>) to keep its data keys in"
             )
+        if not key_check_interval >= 0:  # NaN too
+            raise ValueError(
+                f"key_check_interval must be >= 0, not {key_check_interval!r}"
+            )
         crypto.require_crypto()
         self.keyring = Keyring(
             encryption.keyring, encryption.provider, directory=SLOT_KEYRING_DIR
         )
+        self.key_check_interval = key_check_interval
+        self.clock: Callable[[], float] = time.monotonic
+        # owner -> clock() when a save last read the owner's key object.
+        self._checked: dict[str, float] = {}
 
     async def sealer(self, slot: SlotKey) -> Callable[[bytes], bytes]:
-        """A function giving the stored form of the slot's state JSON (sync)."""
-        key_id, key = await self.keyring.current(slot_owner(slot))
+        """A function giving the stored form of the slot's state JSON (sync).
+
+        The data key is the owner's current one, as the key object read by this
+        call or by one less than ``key_check_interval`` ago gave it; never one that
+        read listed as erased.
+        """
+        owner = slot_owner(slot)
+        now = self.clock()
+        checked = self._checked.get(owner)
+        # Keys cached by a load, or by a save long ago, may have been shredded by
+        # another process since: read the key object before trusting them.
+        refresh = checked is None or now - checked >= self.key_check_interval
+        key_id, key = await self.keyring.current(owner, refresh=refresh)
+        if refresh:
+            # The time before the read: the next check is due an interval after
+            # what this read could have missed.
+            self._checked[owner] = now
         aad = _aad(slot)
 
         def seal(plain: bytes) -> bytes:

@@ -79,3 +79,100 @@ async def test_a_slot_copied_to_another_slot_does_not_decrypt():
     assert await cipher.open(SlotKey.of("alice", "s1", "a"), stored) == b"{}"
     with pytest.raises(CorruptRecordError):
         await cipher.open(SlotKey.of("alice", "s1", "b"), stored)
+
+
+class _CountingStore(MemoryStore):
+    """A keyring store that counts the reads of key objects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    async def read(self, key):
+        self.reads += 1
+        return await super().read(key)
+
+
+class _Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def two_processes(tmp_path, keyring=None):
+    """Two stores over one state directory, each with its own keyring over one
+    key store and one KEK: what two processes sharing a deployment have."""
+    provider = StaticKeys([generate_key()])
+    keys = keyring or MemoryStore()
+    stores = []
+    for _ in range(2):
+        store = JsonFileAgentStateStore(tmp_path / "state", fsync=False)
+        stores.append(store.use_encryption(Encryption(provider, keyring=keys)))
+    return stores
+
+
+async def test_a_save_after_a_shred_elsewhere_takes_a_new_key(tmp_path):
+    # Process A keeps saving alice's slot; process B erases alice (shred, then
+    # delete). A's next save, once its key check is due, must not use the
+    # destroyed key: it would be acknowledged and read by nobody.
+    a, b = two_processes(tmp_path)
+    clock = _Clock()
+    assert a.cipher is not None
+    a.cipher.clock = clock
+    await a.save("alice", "s1", "main", marked_state())
+    assert await b.shred("alice")
+    assert await b.delete("alice", "s1", "main")
+    clock.now += 3600.0
+    await a.save("alice", "s1", "main", marked_state())
+    loaded = await b.load("alice", "s1", "main")
+    assert loaded is not None
+    assert loaded[0].summary == MARKER
+
+
+async def test_a_first_save_after_loads_reads_the_key_object(tmp_path):
+    # A's keys were cached by a load, before the shred: its first save checks.
+    a, b = two_processes(tmp_path)
+    await b.save("alice", "s1", "main", marked_state())
+    assert await a.load("alice", "s1", "main") is not None
+    assert await b.shred("alice")
+    await a.save("alice", "s1", "main", marked_state())
+    loaded = await b.load("alice", "s1", "main")
+    assert loaded is not None
+    assert loaded[0].summary == MARKER
+
+
+async def test_saves_between_key_checks_do_not_read_the_key_object(tmp_path):
+    keys = _CountingStore()
+    a, _ = two_processes(tmp_path, keys)
+    assert a.cipher is not None
+    a.cipher.clock = _Clock()
+    await a.save("alice", "s1", "main", marked_state())
+    before = keys.reads
+    for _ in range(20):
+        await a.save("alice", "s1", "main", marked_state())
+    assert keys.reads == before
+
+
+async def test_a_key_check_interval_of_zero_checks_at_every_save(tmp_path):
+    provider = StaticKeys([generate_key()])
+    keys = MemoryStore()
+    a, b = (
+        JsonFileAgentStateStore(tmp_path / "state", fsync=False).use_encryption(
+            Encryption(provider, keyring=keys), key_check_interval=interval
+        )
+        for interval in (0, 3600)
+    )
+    await a.save("alice", "s1", "main", marked_state())
+    assert await b.shred("alice")
+    await a.save("alice", "s1", "main", marked_state())
+    loaded = await b.load("alice", "s1", "main")
+    assert loaded is not None
+    assert loaded[0].summary == MARKER
+    with pytest.raises(ValueError, match="key_check_interval"):
+        InMemoryAgentStateStore().use_encryption(
+            Encryption(provider, keyring=keys), key_check_interval=-1
+        )
