@@ -12,9 +12,12 @@ under ``@keyring/slots/``; :meth:`SlotCipher.shred` destroys an owner's keys.
 Another process may shred an owner's keys while this one has them cached. A save
 takes the owner's data key from a read of the key object (:meth:`Keyring.current`
 with ``refresh``), never a key that read lists as erased, when the store has not read
-it for that owner in the last :data:`KEY_CHECK_INTERVAL` seconds (or at all): a store
+it for that owner within its ``key_check_interval`` (:data:`KEY_CHECK_INTERVAL`
+seconds by default), or at all: a store
 that lives for days does not go on saving under a destroyed key, and a busy owner's
-saves do not each cost a read of the keyring store.
+saves do not each cost a read of the keyring store. A load meeting a data key id the
+cached keys do not know (the new key of an owner back after an erasure done
+elsewhere) reads the key object once before failing.
 
 The slot's version is not in the associated data: some backends stamp the version
 only inside one server-side step, after the bytes were made. An older ciphertext of
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from journal import crypto
-from journal.errors import CorruptRecordError
+from journal.errors import CorruptRecordError, KeyUnavailableError
 from journal.keyring import SLOT_KEYRING_DIR, Keyring
 from journal.keys import ANONYMOUS_SEGMENT
 
@@ -160,9 +163,12 @@ class SlotCipher:
     async def open(self, slot: SlotKey, stored: bytes) -> bytes:
         """A slot's state JSON from its stored form (plain states pass through).
 
+        A data key id that the cached keys do not know has the owner's key object
+        read again, once, before this gives up on it.
+
         Raises:
             ErasedError: The owner's keys were destroyed.
-            KeyUnavailableError: They cannot be had.
+            KeyUnavailableError: They cannot be had, even after that read.
             CorruptRecordError: It does not decrypt.
         """
         if not is_sealed(stored):
@@ -175,8 +181,19 @@ class SlotCipher:
             raise CorruptRecordError(
                 slot.label, None, f"encrypted state: {exc}"
             ) from None
-        keys = await self.keyring.load(slot_owner(slot))
-        key = keys.key(key_id, slot.label)
+        owner = slot_owner(slot)
+        keys = await self.keyring.load(owner)
+        try:
+            key = keys.key(key_id, slot.label)
+        except KeyUnavailableError:
+            # A DEK id the cached keys neither hold nor list as erased was made
+            # since they were read, by another process (an owner back after an
+            # erasure): one read of the key object tells, as ThreadCipher.opening
+            # does for threads. A KEK or key object problem (keys.error) is kept.
+            if keys.error is not None:
+                raise
+            keys = await self.keyring.reload(owner, key_id)
+            key = keys.key(key_id, slot.label)
         try:
             return crypto.open_container(container, key, _aad(slot))
         except ValueError as exc:

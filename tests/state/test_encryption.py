@@ -176,3 +176,25 @@ async def test_a_key_check_interval_of_zero_checks_at_every_save(tmp_path):
         InMemoryAgentStateStore().use_encryption(
             Encryption(provider, keyring=keys), key_check_interval=-1
         )
+
+
+async def test_a_load_meets_the_new_key_of_an_owner_back_after_erasure(tmp_path):
+    # A cached alice's first key; B erased alice and alice came back through B
+    # with a new key. A reads the key object once to learn it.
+    a, b = two_processes(tmp_path)
+    await a.save("alice", "s1", "main", marked_state())
+    assert await b.shred("alice")
+    await b.save("alice", "s1", "main", marked_state())
+    loaded = await a.load("alice", "s1", "main")
+    assert loaded is not None
+    assert loaded[0].summary == MARKER
+
+
+async def test_a_key_id_nobody_holds_is_still_unavailable(tmp_path):
+    a, _ = two_processes(tmp_path)
+    await a.save("alice", "s1", "main", marked_state())
+    cipher = SlotCipher(encryption())
+    seal = await cipher.sealer(SlotKey.of("alice", "s1", "other"))
+    assert a.cipher is not None
+    with pytest.raises(KeyUnavailableError):
+        await a.cipher.open(SlotKey.of("alice", "s1", "other"), seal(b"{}"))
