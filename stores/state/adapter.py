@@ -65,7 +65,10 @@ def decode_state(
     """
     try:
         state = AgentState.from_json(data)
-    except ValueError as exc:  # msgspec.DecodeError is a ValueError
+    # msgspec.DecodeError is a ValueError. The decoder recurses once per nesting
+    # level: bytes nested deeply enough (hostile, or damaged) exhaust Python's
+    # recursion limit; that is the slot's fault, and the caller is told which.
+    except (ValueError, RecursionError) as exc:
         detail = str(exc) if origin is None else f"{origin}: {exc}"
         raise CorruptRecordError(label, version, detail) from exc
     state.version = version

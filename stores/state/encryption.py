@@ -177,7 +177,8 @@ class SlotCipher:
             sealed = _sealed_decoder.decode(stored)
             container = base64.b64decode(sealed.data, validate=True)
             key_id = crypto.container_key_id(container)
-        except (msgspec.DecodeError, binascii.Error, ValueError) as exc:
+        # RecursionError: hostile bytes nested deeper than the decoder can skip.
+        except (msgspec.DecodeError, binascii.Error, ValueError, RecursionError) as exc:
             raise CorruptRecordError(
                 slot.label, None, f"encrypted state: {exc}"
             ) from None

@@ -199,7 +199,9 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
             return 0
         try:
             return _header_decoder.decode(raw).version
-        except msgspec.DecodeError as exc:
+        # msgspec recurses per nesting level, even to skip a field: hostile or
+        # damaged bytes nested deeply enough exhaust Python's recursion limit.
+        except (msgspec.DecodeError, RecursionError) as exc:
             raise CorruptRecordError(slot.label, None, f"{path}: {exc}") from exc
 
     def _write_sync(
@@ -242,7 +244,7 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
                 return None
         try:
             body = _slot_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:  # as in _current_version
             raise CorruptRecordError(slot.label, None, f"{path}: {exc}") from exc
         return SlotBytes(bytes(body.state), body.version, origin=str(path))
 
@@ -290,6 +292,6 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
             # A hashed long-form segment: the id is recorded in the slot file.
             try:
                 return _names_decoder.decode(slot_file.read_bytes()).session_id
-            except (FileNotFoundError, msgspec.DecodeError):
+            except (FileNotFoundError, msgspec.DecodeError, RecursionError):
                 continue
         return None

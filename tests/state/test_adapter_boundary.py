@@ -141,3 +141,14 @@ async def test_a_corrupt_state_inside_a_slot_file_names_the_slot(tmp_path):
     path.write_text(json.dumps(body))
     with pytest.raises(CorruptRecordError, match=r"entry='e' version 1: .*e\.json"):
         await store.load("u", "s", "e")
+
+
+DEEP = 100_000
+
+
+def test_bytes_nested_too_deeply_name_the_slot():
+    data = full_state().to_json()
+    deep = b"[" * DEEP + b"]" * DEEP
+    data = data.replace(b'"metadata":{', b'"metadata":{"deep":' + deep + b",", 1)
+    with pytest.raises(CorruptRecordError, match="slot x version 4"):
+        adapter.decode_state(data, 4, label="slot x")

@@ -198,3 +198,12 @@ async def test_a_key_id_nobody_holds_is_still_unavailable(tmp_path):
     assert a.cipher is not None
     with pytest.raises(KeyUnavailableError):
         await a.cipher.open(SlotKey.of("alice", "s1", "other"), seal(b"{}"))
+
+
+async def test_a_sealed_slot_nested_too_deeply_is_corrupt():
+    cipher = SlotCipher(encryption())
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(CorruptRecordError):
+        await cipher.open(
+            SlotKey.of("alice", "s1", "a"), b'{"encrypted": "AJES1", "x": ' + deep
+        )

@@ -283,3 +283,20 @@ def _load_now(store: JsonFileAgentStateStore) -> tuple[AgentState, int]:
     found = asyncio.run(store.load("alice", "s1", "shared"))
     assert found is not None
     return found
+
+
+async def test_a_file_nested_too_deeply_is_reported(tmp_path):
+    # Hostile or damaged bytes must give the slot's CorruptRecordError, not a
+    # RecursionError out of the decoder.
+    store = JsonFileAgentStateStore(tmp_path)
+    long_session = "s" * 200  # a hashed segment: listing reads the slot file
+    for session in ("s", long_session):
+        await store.save("u", session, "e", full_state())
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in (tmp_path / "u").rglob("e.json"):
+        path.write_bytes(b'{"state": ' + deep + b', "version": 1}')
+    with pytest.raises(CorruptRecordError, match="session='s'"):
+        await store.load("u", "s", "e")
+    with pytest.raises(CorruptRecordError, match="session='s'"):
+        await store.save("u", "s", "e", full_state())
+    assert await store.list_sessions("u") == ["s"]
