@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from journal.cli.config import parse_storage_options, resolve_root
+from journal.cli.controls import error_line, is_terminal, json_for_terminal
 from journal.cli.errors import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -96,8 +97,7 @@ class Terminal:
     """
 
     def __init__(self, out: TextIO) -> None:
-        isatty = getattr(out, "isatty", None)
-        self.tty = bool(callable(isatty) and isatty())
+        self.tty = is_terminal(out)
         self.width: int | None = None
         if self.tty:
             import shutil  # with the archive modules it loads: terminals only
@@ -215,8 +215,9 @@ def _lease_held(exc: LeaseHeldError) -> str:
 
 
 def _fail(command: str, message: str, code: int) -> int:
-    one_line = " ".join(message.split())
-    print(f"{PROG} {command}: error: {one_line}", file=sys.stderr)
+    # Messages quote store data (ids, an error a turn recorded): no control
+    # character of theirs reaches the terminal, nor a line break.
+    print(f"{PROG} {command}: error: {error_line(message)}", file=sys.stderr)
     return code
 
 
@@ -286,8 +287,12 @@ def _follow(batch: LogReport, out: TextIO, json: bool, terminal: Terminal) -> No
 
         from journal.cli.render_json import record_json
 
+        tty = terminal.tty
         for record in batch.records:
-            out.write(msgspec.json.encode(record_json(record)).decode("utf-8") + "\n")
+            line = msgspec.json.encode(record_json(record))
+            if tty:
+                line = json_for_terminal(line)
+            out.write(line.decode("utf-8") + "\n")
         out.flush()
     else:
         _print(batch, out, json=False, terminal=terminal)
@@ -328,7 +333,10 @@ def _print(
     if json:
         from journal.cli.render_json import json_pieces
 
-        pieces = json_pieces(report, indent=(terminal or Terminal(out)).tty)
+        tty = (terminal or Terminal(out)).tty
+        pieces = json_pieces(report, indent=tty)
+        if pieces is not None and tty:
+            pieces = [json_for_terminal(piece) for piece in pieces]
     binary = getattr(out, "buffer", None)
     if pieces is not None and binary is not None:
         # Straight to the byte stream, as it is encoded: a thread's state can be

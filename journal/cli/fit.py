@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.cells import cell_len, get_character_cell_size
 
 from journal.cli.blocks import Styled
+from journal.cli.controls import CONTROL
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,8 +32,6 @@ LONG_GRID = 200
 _MIN_FLEX = 10
 """Narrower than this, the flex column is not worth folding into: rich decides."""
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""What a terminal cell must not print (shown as ``?``): rich's layout uses it too."""
 _WORDS = re.compile(r"\S+\s*")
 
 

@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from journal.cli.blocks import Grid, Styled
-from journal.cli.fit import CONTROL, LONG_GRID, fit_grid
+from journal.cli.controls import CONTROL
+from journal.cli.fit import LONG_GRID, fit_grid
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

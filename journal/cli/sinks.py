@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from journal.cli.controls import is_terminal, json_for_terminal
 from journal.cli.errors import CommandError
 from journal.cli.render_json import record_json
 
@@ -23,11 +24,18 @@ __all__ = ["jsonl_file", "jsonl_stream"]
 
 @contextlib.contextmanager
 def jsonl_stream(out: TextIO) -> Iterator[RecordSink]:
-    """A sink writing each record to ``out`` as it comes."""
+    """A sink writing each record to ``out`` as it comes.
+
+    On a terminal, controls JSON leaves raw are escaped (the same values).
+    """
     encoder = msgspec.json.Encoder()
+    tty = is_terminal(out)
 
     def write(record: Record) -> None:
-        out.write(encoder.encode(record_json(record)).decode("utf-8") + "\n")
+        line = encoder.encode(record_json(record))
+        if tty:
+            line = json_for_terminal(line)
+        out.write(line.decode("utf-8") + "\n")
 
     yield write
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from journal.cli.controls import is_terminal, printable
 from journal.cli.describe import thread_label
 from journal.cli.errors import CommandError
 from journal.keys import ThreadKey
@@ -171,11 +172,15 @@ async def run_turns(journal: Journal, args: argparse.Namespace, out: TextIO) -> 
     if not rows:
         out.write("no turns\n")
         return 0
-    width = max(len(str(r["turn_id"])) for r in rows)
-    for r in rows:
-        error = f"  {r['error']}" if r["error"] else ""
+    # Turn ids and errors are clients' and agents' text: on a terminal their
+    # control characters show as ?, as in every other command's output.
+    shown = printable if is_terminal(out) else str
+    turn_ids = [shown(str(r["turn_id"])) for r in rows]
+    width = max(len(turn_id) for turn_id in turn_ids)
+    for r, turn_id in zip(rows, turn_ids, strict=True):
+        error = f"  {shown(str(r['error']))}" if r["error"] else ""
         out.write(
-            f"{r['thread']}  {r['turn_id']!s:<{width}}  {r['status']!s:<9}  "
+            f"{r['thread']}  {turn_id:<{width}}  {r['status']!s:<9}  "
             f"rev {r['revision']}{error}\n"
         )
     return 0
