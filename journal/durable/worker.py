@@ -232,7 +232,10 @@ class Worker:
     async def close(self) -> None:
         """Stop: running turns are interrupted (``by="shutdown"``) at once.
 
-        Their turns stay running in the log; the next worker continues them.
+        Their turns stay running in the log; the next worker continues them. A
+        tool call cut short is left uncertain (no result is recorded), so the
+        next worker's ``uncertain`` policy decides it; the same holds when the
+        worker's task is cancelled.
         """
         self._stopping = True
         for run in list(self._runs):
@@ -572,7 +575,11 @@ class Worker:
             if isinstance(item, Record):
                 ledger.apply(item)
 
-        control = RunControl(key, run_id, False, inputs, ctx, emit)
+        # A tool cut short by this worker's shutdown or cancellation is left
+        # uncertain: the next holder's policy decides it, as after a crash.
+        control = RunControl(
+            key, run_id, False, inputs, ctx, emit, leave_uncertain=True
+        )
         stop: dict[str, tuple[str, Control]] = {}
         watcher = asyncio.create_task(
             self._watch(key, base, turn_id, control, ledger, stop),

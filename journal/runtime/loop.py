@@ -4,6 +4,9 @@ Every batch is committed (to the run's :class:`~journal.runtime.sinks.Sink`) bef
 the next external step: the input before the model is called, every requested call
 before any of them runs, each result before the next call or model turn. An
 interrupt is honoured at those checkpoints, and cancels a running model or tool task.
+A tool cut short that way gets an error result saying its side effects were not
+verified, or, for a run whose ``leave_uncertain`` is set (a durable worker's), no
+result: the call stays uncertain for the thread's next holder to decide.
 """
 
 from __future__ import annotations
@@ -201,13 +204,22 @@ class RunLoop:
                     run.emit(call)
                     running = True
                     scope.begin_tool()
-                    block, cut_short = await self._run_tool(
+                    found, cut_short = await self._run_tool(
                         call, sink.state, ctx, signal
                     )
                     running = False
-                    if not cut_short:
-                        block = await self._settle(scope, call, block)
                     del open_calls[0]
+                    if found is None:
+                        # Cut short while running: whether it had its effect is
+                        # unknown.
+                        if run.leave_uncertain:
+                            return await self._interrupted(run, flush, open_calls)
+                        message = _CUT_SHORT.format(reason=signal.reason)
+                        block = ev.ToolResultBlock(call.id, message, True)
+                    elif cut_short:
+                        block = found
+                    else:
+                        block = await self._settle(scope, call, found)
                     run.emit(block)
                     pending.extend(result_events(call, block))
                     if cut_short:
@@ -223,6 +235,8 @@ class RunLoop:
                 signal.fire("user", "the call was cancelled")
                 cut = open_calls[:1] if running else []
                 rest = open_calls[1:] if running else open_calls
+                if run.leave_uncertain:
+                    cut = []  # no result: the running call stays uncertain
                 with contextlib.suppress(Exception):
                     await self._interrupted(run, flush, rest, cut_short=cut)
             raise
@@ -248,8 +262,12 @@ class RunLoop:
 
     async def _run_tool(
         self, call: ToolCall, state: AgentState, ctx: RuntimeContext, signal: Signal
-    ) -> tuple[ev.ToolResultBlock, bool]:
-        """Run one requested call; returns its result and whether it was cut short."""
+    ) -> tuple[ev.ToolResultBlock | None, bool]:
+        """Run one requested call; returns its result and whether it was cut short.
+
+        The result is None for a tool cut short while running (its outcome is
+        unknown); a call cut short before its tool started has a result.
+        """
         found = self.tools.get(call.name)
         if found is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -274,8 +292,7 @@ class RunLoop:
         task = await _interruptible(signal, found.invoke(args, ctx))
         if task.cancelled():
             if signal.fired:
-                message = _CUT_SHORT.format(reason=signal.reason)
-                return ev.ToolResultBlock(call.id, message, True), True
+                return None, True
             return ev.ToolResultBlock(call.id, "the tool was cancelled", True), False
         error = task.exception()
         if error is not None:

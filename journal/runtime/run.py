@@ -106,6 +106,12 @@ class RunControl:
         emit: Where the run's events go (every stream of the run sees them).
         parent_run_id: The run that started this one (a sub-agent's), if any.
         parent_thread: That run's thread (``str`` of its key).
+        leave_uncertain: What becomes of a tool call cut short while running
+            (by an interrupt or a cancellation): False (the default) records an
+            error result saying its side effects were not verified; True records
+            no result, so the call stays pending (uncertain) after the run ends,
+            for the thread's next holder to decide (a durable worker's takeover
+            policy).
 
     Attributes:
         key: The thread it runs on.
@@ -116,6 +122,7 @@ class RunControl:
         signal: The run's interrupt signal.
         parent_run_id: The parent run, if any.
         parent_thread: The parent run's thread, if any.
+        leave_uncertain: Whether a call cut short while running stays pending.
     """
 
     def __init__(
@@ -128,6 +135,8 @@ class RunControl:
         emit: Callable[[RunEvent], None],
         parent_run_id: str | None = None,
         parent_thread: str | None = None,
+        *,
+        leave_uncertain: bool = False,
     ) -> None:
         self.key = key
         self.run_id = run_id
@@ -137,6 +146,7 @@ class RunControl:
         self.signal = Signal()
         self.parent_run_id = parent_run_id
         self.parent_thread = parent_thread
+        self.leave_uncertain = leave_uncertain
         self._emit = emit
 
     def emit(self, item: RunEvent) -> None:

@@ -23,6 +23,7 @@ from journal.durable import (
     FAULT_POINTS,
     DurableClient,
     Fail,
+    Hold,
     Reconcile,
     StaleRevisionError,
     TurnCancelledError,
@@ -502,6 +503,49 @@ async def test_a_failing_policy_holds_its_turn_and_spares_other_threads(
     await turn.resume(view.revision)
     await Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy).drain()
     assert (await turn.result()).text == "echo pay"
+
+
+@pytest.mark.parametrize("how", ["close", "cancel"])
+async def test_a_worker_stopped_mid_tool_leaves_the_call_to_the_policy(tmp_path, how):
+    started = asyncio.Event()
+    sent: list[int] = []
+
+    async def transfer(amount: int) -> str:
+        """Sends money: a side effect whose outcome a stop makes unknown."""
+        sent.append(amount)
+        started.set()
+        await asyncio.Event().wait()  # the bank never answers before the stop
+        return "sent"
+
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=[ToolCall("transfer", {"amount": 5}, id="pay")])]
+        + [echo] * 5
+    )
+    j, agent, client, first = make(tmp_path, model, [transfer])
+    turn = await client.submit(CTX, "pay 5", turn_id="t")
+    task = asyncio.create_task(first.run())
+    await started.wait()
+    if how == "close":
+        await first.close()  # a graceful shutdown (a rolling deploy)
+        await task
+    else:
+        task.cancel()  # a signal handler cancelling the worker's task
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    asked: list[list[str]] = []
+
+    def policy(u):
+        asked.append([c.call_id for c in u.calls])
+        return Hold()
+
+    await Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy).drain()
+    assert asked == [["pay"]]
+    view = await turn.status()
+    assert view.status is TurnStatus.PAUSED
+    records = [r async for r in j.records(client.key(CTX))]
+    events = [e for r in records for e in r.events]
+    assert not [e for e in events if isinstance(e, ev.ToolCallCompleted)]
+    assert sent == [5]  # not run again
 
 
 async def test_the_cli_lists_turns_by_status_and_sends_controls(tmp_path, capsys):
