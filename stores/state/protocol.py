@@ -56,6 +56,9 @@ class AgentStateStore(Protocol):
                 was written.
             InvalidKeyError: An id is empty, too long, not a string, or contains a
                 control character.
+            ValueError: The state nests deeper than a load could decode
+                (:data:`stores.state.adapter.MAX_STATE_NESTING` levels); nothing
+                was written.
             StorageError: The backend failed (``transient`` when a retry may help).
         """
         ...

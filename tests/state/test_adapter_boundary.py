@@ -6,8 +6,12 @@ import ast
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from journal.codec import MAX_NESTING
 from journal.errors import CorruptRecordError
 from projections.agent_state import AgentState
 from stores.state import adapter
@@ -152,3 +156,88 @@ def test_bytes_nested_too_deeply_name_the_slot():
     data = data.replace(b'"metadata":{', b'"metadata":{"deep":' + deep + b",", 1)
     with pytest.raises(CorruptRecordError, match="slot x version 4"):
         adapter.decode_state(data, 4, label="slot x")
+
+
+def _nested(levels: int) -> list:
+    """A list ``levels`` deep (``[]`` is one level)."""
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def _deep_state(levels: int) -> AgentState:
+    """A state nested ``levels`` deep: state, context, message, metadata, value."""
+    state = full_state()
+    state.context[0].metadata = {"deep": _nested(levels - 4)}
+    return state
+
+
+async def _from_deeper_frames(frames: int, call):
+    """``await call()`` from ``frames`` coroutine frames further down the stack."""
+    if frames == 0:
+        return await call()
+    return await _from_deeper_frames(frames - 1, call)
+
+
+async def test_a_state_too_deep_to_load_back_is_refused(tmp_path):
+    # The store used to accept it, and then the acknowledged slot did not load
+    # for a caller 120 frames deeper: msgspec's decoder recurses per level.
+    store = JsonFileAgentStateStore(tmp_path)
+    with pytest.raises(ValueError, match="nested deeper than"):
+        await store.save("u", "s", "e", _deep_state(900))
+    with pytest.raises(ValueError, match="nested deeper than"):
+        await store.save("u", "s", "e", _deep_state(5000))  # too deep to encode
+    assert await store.load("u", "s", "e") is None
+
+
+async def test_a_state_as_deep_as_the_journal_allows_is_saved(tmp_path):
+    # A message nests one level deeper in a state than in the event appending it.
+    assert adapter.MAX_STATE_NESTING == MAX_NESTING + 1
+    store = JsonFileAgentStateStore(tmp_path)
+    assert await store.save("u", "s", "e", _deep_state(MAX_NESTING + 1)) == 1
+    loaded = await _from_deeper_frames(120, lambda: store.load("u", "s", "e"))
+    assert loaded is not None
+    assert (
+        loaded[0].context[0].metadata
+        == _deep_state(MAX_NESTING + 1).context[0].metadata
+    )
+    with pytest.raises(ValueError, match="nested deeper than"):
+        await store.save("u", "s", "e", _deep_state(MAX_NESTING + 2))
+    # Brackets inside strings are text, not nesting.
+    state = full_state()
+    state.summary = "[" * 1000 + '"\\' + "{" * 1000
+    assert await store.save("u", "s", "e", state) == 2
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_TEXT = st.text(alphabet='[]{}"\\ab\n', max_size=8)
+_JSON = st.recursive(
+    st.none() | st.integers() | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3)
+    ),
+    max_leaves=200,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_the_nesting_check_counts_containers_not_text(value: object):
+    data = msgspec.json.encode(value)
+    assert adapter._too_deep(data) == (_depth(value) > adapter.MAX_STATE_NESTING)
+    if _depth(value) > adapter.MAX_STATE_NESTING:
+        return
+    # At the limit and one past it, with brackets in text at every level.
+    wrapped: object = value
+    while _depth(wrapped) < adapter.MAX_STATE_NESTING:
+        wrapped = [wrapped, "]]", {"}": "["}]
+    assert not adapter._too_deep(msgspec.json.encode(wrapped))
+    assert adapter._too_deep(msgspec.json.encode({"\\": [wrapped]}))
