@@ -16,7 +16,8 @@ slot and fsyncs the directory, so readers see the old or the new file, never a t
 one. The version check and the rename happen under an exclusive ``fcntl.flock`` on the
 slot's lock file, so compare-and-swap holds across processes on one machine (POSIX
 only; not over NFS). Lock files are never removed: unlinking a lock file another
-process waits on would break mutual exclusion.
+process waits on would break mutual exclusion. A delete also removes the temporary
+files of the slot that a save killed before its rename left.
 """
 
 from __future__ import annotations
@@ -253,13 +254,30 @@ class JsonFileAgentStateStore(AgentStateStoreBase):
         with _map_errors(slot.label), self._locked(slot, create=False) as exists:
             if not exists:
                 return False
+            # Under the lock no save of this slot is under way: a temporary file
+            # of its is what a save killed before its rename left, holding a whole
+            # state, and a delete (an erasure) must not leave it behind.
+            left = self._remove_leftovers(directory, slot)
             try:
                 (directory / f"{slot.name}.json").unlink()
             except FileNotFoundError:
+                if left and self.fsync:
+                    fsync_dir(directory)
                 return False
             if self.fsync:
                 fsync_dir(directory)
             return True
+
+    @staticmethod
+    def _remove_leftovers(directory: Path, slot: SlotKey) -> bool:
+        """Remove the slot's temporary files; True if there were any."""
+        found = False
+        # Segments hold no "." (nor a glob character): only this slot's match.
+        for leftover in directory.glob(f".{slot.name}.*"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+                found = True
+        return found
 
     def _list_sync(self, user: str) -> list[str]:
         user_dir = self.root / user

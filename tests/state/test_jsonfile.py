@@ -300,3 +300,26 @@ async def test_a_file_nested_too_deeply_is_reported(tmp_path):
     with pytest.raises(CorruptRecordError, match="session='s'"):
         await store.save("u", "s", "e", full_state())
     assert await store.list_sessions("u") == ["s"]
+
+
+async def test_delete_removes_what_a_crashed_save_left(tmp_path):
+    # A save killed between writing its temporary file and renaming it leaves
+    # that file, which holds the whole state: deleting the slot (erasing the
+    # user) must not leave it behind.
+    store = JsonFileAgentStateStore(tmp_path)
+    state = full_state()
+    state.summary = "heron-basalt-5519"
+    await store.save("u", "s", "e", state)
+    await store.save("u", "s", "other", full_state())
+    slot_file = tmp_path / "u/s/e.json"
+    crashed = tmp_path / "u/s" / f".e.{'0' * 32}"
+    crashed.write_bytes(slot_file.read_bytes())
+    other_tmp = tmp_path / "u/s" / f".other.{'0' * 32}"
+    other_tmp.write_bytes(b"not this slot's")
+    assert await store.delete("u", "s", "e")
+    assert not any(b"heron-basalt-5519" in p.read_bytes() for p in _all_files(tmp_path))
+    assert other_tmp.exists()
+    # A crashed first save: no slot to delete, its leftover goes all the same.
+    crashed.write_bytes(slot_file.parent.joinpath("other.json").read_bytes())
+    assert not await store.delete("u", "s", "e")
+    assert not crashed.exists()
