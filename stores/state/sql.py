@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["SqlAgentStateStore"]
 
 _MAX_ATTEMPTS = 200
+_MAX_VERSION = 2**63 - 1  # the BIGINT version column's largest value
 # OperationalErrors that retrying cannot cure (SQLite reports these as operational).
 _PERMANENT = (
     "unable to open database",
@@ -295,6 +296,12 @@ class SqlAgentStateStore(AgentStateStoreBase):
     ) -> int:
         await self.create_table()
         with _map_errors(slot.label):
+            if expected_version is not None and expected_version > _MAX_VERSION:
+                # The column cannot hold it, so no slot is at it; the drivers
+                # would refuse the parameter (OverflowError, DataError) instead.
+                raise StaleStateError(
+                    slot.label, expected_version, await self._version(slot)
+                )
             for attempt in range(_MAX_ATTEMPTS):
                 expected = (
                     await self._version(slot)

@@ -155,3 +155,15 @@ async def test_an_unreachable_server_is_a_transient_storage_error():
         assert caught.value.__cause__ is not None
     finally:
         await store.aclose()
+
+
+async def test_an_expected_version_beyond_64_bits_is_stale(postgres_server):
+    store = SqlAgentStateStore(postgres_server, table=_table())
+    try:
+        await store.save("u", "s", "e", full_state())
+        with pytest.raises(StaleStateError) as caught:
+            await store.save("u", "s", "e", full_state(), expected_version=2**63)
+        assert caught.value.actual == 1
+    finally:
+        await _drop(store)
+        await store.aclose()

@@ -164,3 +164,20 @@ async def test_two_engines_on_one_file(tmp_path):
     finally:
         for store in stores:
             await store.aclose()
+
+
+async def test_an_expected_version_beyond_64_bits_is_stale(tmp_path):
+    # No slot reaches it: the answer is StaleStateError, not the driver's
+    # OverflowError (SQLite) or a DataError (PostgreSQL) escaping.
+    store = SqlAgentStateStore(_url(tmp_path / "state.db"))
+    try:
+        await store.save("u", "s", "e", full_state())
+        for expected in (2**63, 2**70):
+            with pytest.raises(StaleStateError) as caught:
+                await store.save("u", "s", "e", full_state(), expected_version=expected)
+            assert caught.value.actual == 1
+        loaded = await store.load("u", "s", "e")
+        assert loaded is not None
+        assert loaded[1] == 1
+    finally:
+        await store.aclose()
