@@ -10,6 +10,14 @@ returns one of:
   continuation run (the model sees the outcomes as the calls' results).
 - :class:`Fail` (:func:`fail`): record each call's outcome as an error saying it is
   unknown, and end the turn failed.
+
+Calls that no run of the turn requested (left by an ``Agent.call`` outside durable
+turns, or by a turn that ended since, e.g. cancelled while held) are decided apart,
+before the next turn of the thread runs, with ``Uncertain.run_id`` None: the
+decision applies to the calls alone. ``Reconcile`` and ``Fail`` settle them and
+the turn runs; ``Hold`` pauses the turn, which cannot run while the thread has
+calls of unknown outcome, until an operator reconciles them and resumes it. The
+turn is never failed for them.
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ class Uncertain:
 
     Attributes:
         key: The thread.
-        turn_id: The turn taken over.
-        run_id: Its interrupted run (None: the calls belong to a run of no turn).
+        turn_id: The turn taken over, or about to run.
+        run_id: Its interrupted run whose calls these are. None: the calls belong
+            to no run of the turn, and the decision applies to them alone
+            (``Fail`` does not fail the turn; ``Hold`` pauses it).
         calls: The requested calls without a result.
     """
 

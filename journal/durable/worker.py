@@ -511,15 +511,29 @@ class Worker:
             ):
                 events.append(te.TurnTakenOver(turn_id, last, self.worker_id))
         calls = uncertain_calls(writer.state)
-        if calls:
+        # A call is this turn's when one of its runs requested it; the others
+        # (an Agent.call's, an ended turn's) are not charged to this turn.
+        mine = [c for c in calls if _turn_of(ledger, c) == turn_id]
+        others = [c for c in calls if _turn_of(ledger, c) != turn_id]
+        if mine:
             last_run = info.last_run if info is not None else None
-            situation = Uncertain(key, turn_id, last_run, calls)
+            situation = Uncertain(key, turn_id, last_run, mine)
             decision, settled = await self._decided(writer, situation)
             events = _with_decision(
-                events, decision, turn_id, last_run, calls, self.worker_id
+                events, decision, turn_id, last_run, mine, self.worker_id
             )
             events.extend(settled)
             if not isinstance(decision, Reconcile):
+                await self._commit(writer, ledger, events)
+                return
+        if others:
+            # Decided for the calls alone: Reconcile and Fail settle them and
+            # the turn runs; Hold pauses it (no run may start while the thread
+            # has calls of unknown outcome) but never fails it.
+            situation = Uncertain(key, turn_id, None, others)
+            decision, settled = await self._decided(writer, situation, own=False)
+            events.extend(settled)
+            if isinstance(decision, Hold):
                 await self._commit(writer, ledger, events)
                 return
         events.append(
@@ -530,7 +544,7 @@ class Worker:
         await self._run(writer, ledger, key, agent, listing, turn_id, run_id, inputs)
 
     async def _decided(
-        self, writer: ThreadWriter, situation: Uncertain
+        self, writer: ThreadWriter, situation: Uncertain, *, own: bool = True
     ) -> tuple[Decision, list[object]]:
         """The policy's decision and the events that carry it out.
 
@@ -538,11 +552,17 @@ class Worker:
         a Decision, a Reconcile that does not name exactly the uncertain calls),
         holds the turn as ``Hold`` would, with a reason saying so: the thread
         waits for an operator, and the worker goes on with other threads.
+
+        Args:
+            writer: The claim's writer.
+            situation: What the policy decides.
+            own: Whether the calls are the turn's own (False: ``Fail`` settles
+                the calls without failing the turn).
         """
         key, turn_id, calls = situation.key, situation.turn_id, situation.calls
         try:
             decision = await _decide(self.uncertain, situation)
-            return decision, _settle(key, writer, turn_id, decision, calls)
+            return decision, _settle(key, writer, turn_id, decision, calls, own)
         except Exception as exc:
             logger.warning(
                 "%s: turn %r: the uncertain-call policy failed: %r", key, turn_id, exc
@@ -551,7 +571,7 @@ class Worker:
                 f"the uncertain-call policy failed ({type(exc).__name__}: {exc}): "
                 "reconcile the calls, then resume"
             )
-            return held, _settle(key, writer, turn_id, held, calls)
+            return held, _settle(key, writer, turn_id, held, calls, own)
 
     async def _run(
         self,
@@ -694,28 +714,36 @@ def _with_decision(
     return out
 
 
+def _turn_of(ledger: TurnLedger, call: ev.ToolCallRequested) -> str | None:
+    """The turn whose run requested ``call`` (None: no turn the ledger folded)."""
+    info = ledger.turn_of_run(call.run_id)
+    return info.turn_id if info is not None else None
+
+
 def _settle(
     key: ThreadKey,
     writer: ThreadWriter,
     turn_id: str,
     decision: Decision,
     calls: list[ev.ToolCallRequested],
+    own: bool,
 ) -> list[object]:
+    """The events of ``decision`` on ``calls`` (``own``: the turn's own calls)."""
+    ids = [c.call_id for c in calls]
     match decision:
         case Hold(reason=reason):
             return [te.TurnPaused(turn_id, f"uncertain-{writer.version}", None, reason)]
         case Reconcile(outcomes=outcomes, reason=reason):
             blocks = {cid: outcome_block(cid, v) for cid, v in outcomes.items()}
-            return reconcile_events(key, writer.state, blocks, reason)
+            return reconcile_events(key, writer.state, blocks, reason, calls=ids)
         case Fail(reason=reason):
             blocks = {
-                c.call_id: ev.ToolResultBlock(
-                    c.call_id, f"outcome unknown: {reason}; not run again", True
+                cid: ev.ToolResultBlock(
+                    cid, f"outcome unknown: {reason}; not run again", True
                 )
-                for c in calls
+                for cid in ids
             }
-            return [
-                *reconcile_events(key, writer.state, blocks, reason),
-                te.TurnFailed(turn_id, reason),
-            ]
+            settled = reconcile_events(key, writer.state, blocks, reason, calls=ids)
+            # Another run's calls do not end this turn.
+            return [*settled, te.TurnFailed(turn_id, reason)] if own else settled
     raise AssertionError("unreachable")  # pragma: no cover

@@ -13,7 +13,7 @@ from journal import events as ev
 from journal.errors import UncertainToolCallsError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from journal.keys import ThreadKey
     from projections.agent_state import AgentState
@@ -84,6 +84,8 @@ def reconcile_events(
     state: AgentState,
     blocks: Mapping[str, ev.ToolResultBlock],
     reason: str,
+    *,
+    calls: Collection[str] | None = None,
 ) -> list[object]:
     """The events that record ``blocks`` as the verdicts on ``state``'s pending calls.
 
@@ -95,16 +97,21 @@ def reconcile_events(
         state: The thread's state.
         blocks: Call id -> its result block.
         reason: Why (recorded as each reconciliation's note).
+        calls: The pending calls to settle (default: all of them); a durable
+            worker settles the calls of one turn's runs apart from the others.
 
     Raises:
-        ValueError: ``blocks`` does not name exactly the pending calls.
+        ValueError: ``blocks`` does not name exactly those calls, or ``calls``
+            names a call that is not pending.
     """
     pending = state.tool_context.pending_calls
-    if set(blocks) != set(pending):
+    wanted = set(pending) if calls is None else set(calls)
+    if set(blocks) != wanted or not wanted <= set(pending):
         raise ValueError(
             f"reconcile exactly the uncertain tool calls of {key}: "
-            f"{sorted(pending)}; missing {sorted(set(pending) - set(blocks))}, "
-            f"unknown {sorted(set(blocks) - set(pending))}"
+            f"{sorted(wanted & set(pending))}; missing "
+            f"{sorted(wanted - set(blocks))}, unknown "
+            f"{sorted(set(blocks) - (wanted & set(pending)))}"
         )
     events: list[object] = []
     for call_id, block in blocks.items():

@@ -548,6 +548,79 @@ async def test_a_worker_stopped_mid_tool_leaves_the_call_to_the_policy(tmp_path,
     assert sent == [5]  # not run again
 
 
+async def died_in_a_tool_outside_turns(j, key):
+    """An ``Agent.call`` whose process died in a tool: its call ``old`` is uncertain."""
+    async with j.writer(key, "crashed-process") as w:
+        started = [ev.RunStarted("r-call"), ev.MessageAppended(Msg("user", "pay"))]
+        await w.append(started, run_id="r-call")
+        old = ev.ToolCallRequested("old", "transfer", {}, run_id="r-call")
+        await w.append([old], run_id="r-call")
+    # Closed without ending the run: the next holder recovers it.
+
+
+@pytest.mark.parametrize("decision", ["fail", "reconcile", "hold"])
+async def test_calls_of_no_turn_are_settled_without_ending_the_next_turn(
+    tmp_path, decision
+):
+    j, agent, client, _ = make(tmp_path)
+    await died_in_a_tool_outside_turns(j, client.key(CTX))
+    turn = await client.submit(CTX, "what's my balance?", turn_id="new")
+    asked = []
+
+    def policy(u):
+        asked.append((u.turn_id, u.run_id, [c.call_id for c in u.calls]))
+        return {
+            "fail": Fail(),
+            "reconcile": Reconcile({"old": "sent (bank says)"}),
+            "hold": Hold("reconcile the old transfer first"),
+        }[decision]
+
+    worker = Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy)
+    await worker.drain()
+    # Asked once, for the calls alone: they belong to no run of the turn.
+    assert asked == [("new", None, ["old"])]
+    records = [r async for r in j.records(client.key(CTX))]
+    events = [e for r in records for e in r.events]
+    assert not [e for e in events if isinstance(e, te.TurnTakenOver)]
+    if decision == "hold":
+        view = await turn.status()
+        assert view.status is TurnStatus.PAUSED  # waits; not failed
+        assert view.error == "reconcile the old transfer first"
+        await agent.reconcile_tool_calls(CTX, {"old": "sent (bank says)"})
+        await agent.close()
+        await turn.resume(view.revision)
+        await worker.drain()
+    else:
+        settled = [e for e in events if isinstance(e, ev.ToolCallReconciled)]
+        assert [(e.call_id, e.is_error) for e in settled] == [
+            ("old", decision == "fail")
+        ]
+    assert (await turn.result()).text == "echo what's my balance?"
+    await check_invariants(client, {client.key(CTX): ["new"]})
+
+
+async def test_a_turns_own_calls_and_others_are_decided_apart(tmp_path):
+    j, agent, client, _ = make(tmp_path)
+    await died_in_a_tool_outside_turns(j, client.key(CTX))
+    await agent.reconcile_tool_calls(CTX, {"old": "x"})  # lets the turn start ...
+    await agent.close()
+    turn = await crashed_in_a_tool(j, client, CTX, "t")
+    async with j.writer(client.key(CTX), "dead-worker") as w:  # ... and a stray
+        await w.append([ev.ToolCallRequested("stray", "transfer", {}, run_id="r9")])
+    asked = []
+
+    def policy(u):
+        asked.append((u.run_id, [c.call_id for c in u.calls]))
+        return Reconcile({c.call_id: "checked" for c in u.calls})
+
+    await Worker(agent, poll=0.02, control_poll=0.02, uncertain=policy).drain()
+    assert asked == [("r0", ["pay"]), (None, ["stray"])]
+    assert (await turn.result()).text == "echo pay"
+    records = [r async for r in j.records(client.key(CTX))]
+    taken = [e for r in records for e in r.events if isinstance(e, te.TurnTakenOver)]
+    assert [(e.uncertain, e.decision) for e in taken] == [(["pay"], "reconcile")]
+
+
 async def test_the_cli_lists_turns_by_status_and_sends_controls(tmp_path, capsys):
     from journal.cli.app import main
 
