@@ -108,7 +108,9 @@ class DurableClient:
         self.agent_id = agent_id
         self.namespace = namespace
         self.poll = poll
-        self.index = DurableIndex(journal.store)
+        self.index = DurableIndex(
+            journal.store, keyring=journal.keyring, encrypt=journal.settings.encrypt
+        )
 
     def key(self, ctx: RuntimeContext | ThreadKey) -> ThreadKey:
         """The thread a context (or a key) names.

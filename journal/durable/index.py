@@ -44,10 +44,16 @@ from typing import TYPE_CHECKING, Literal, get_args
 import msgspec
 
 from journal import events as ev
-from journal.errors import ObjectExistsError, ObjectNotFoundError
+from journal.errors import (
+    KeyUnavailableError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+)
+from journal.keyring import ThreadCipher
 from journal.keys import ANONYMOUS_SEGMENT, ThreadKey, decode_segment, encode_segment
 
 if TYPE_CHECKING:
+    from journal.keyring import Keyring
     from journal.store import ObjectStore
 
 __all__ = [
@@ -84,10 +90,17 @@ CONTROL_OPS: tuple[str, ...] = get_args(ControlOp)
 
 
 class TurnEntry(msgspec.Struct, kw_only=True):
-    """A submitted turn as the index holds it: its thread, id and input."""
+    """A submitted turn as the index holds it: its thread, id and input.
+
+    On an encrypting journal the input is stored ``sealed`` (see
+    :class:`_SealedTurnEntry`); :meth:`DurableIndex.read_turn` opens it, so
+    ``messages`` is always the input.
+    """
 
     turn_id: str
-    messages: list[ev.Msg]
+    messages: list[ev.Msg] = msgspec.field(default_factory=list)
+    sealed: bytes | None = None
+    """The input encrypted under the owner's data key (as stored), or None."""
     submitted_at: float
     agent_id: str
     session_id: str
@@ -101,6 +114,43 @@ class TurnEntry(msgspec.Struct, kw_only=True):
         return ThreadKey(
             self.agent_id, self.session_id, self.user_id, self.thread_id, self.namespace
         )
+
+
+class _SealedTurnEntry(msgspec.Struct, kw_only=True):
+    """A turn entry as an encrypting journal stores it.
+
+    No ``messages`` field: a reader that predates sealed entries (where it was
+    required) refuses the entry instead of running the turn with no input.
+    """
+
+    turn_id: str
+    sealed: bytes
+    submitted_at: float
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    thread_id: str
+    namespace: str
+
+
+SEALED_INPUT_MAGIC = b"AJT1"
+"""The container magic of a sealed turn input (a ``journal.crypto`` container)."""
+
+
+def _sealed_name(turn_id: str) -> str:
+    # What the ciphertext is bound to besides its thread: the entry's own name
+    # changes with its sequence number, which a create that collides retakes.
+    return f"turn {turn_id}"
+
+
+_messages_decoder = msgspec.msgpack.Decoder(list[ev.Msg])
+
+
+class _TurnId(msgspec.Struct):
+    turn_id: str
+
+
+_turn_id_decoder = msgspec.json.Decoder(_TurnId)
 
 
 class Control(msgspec.Struct, kw_only=True):
@@ -221,11 +271,22 @@ class DurableIndex:
         ValueError: ``shards`` is out of range.
     """
 
-    def __init__(self, store: ObjectStore, shards: int = DEFAULT_SHARDS) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        shards: int = DEFAULT_SHARDS,
+        *,
+        keyring: Keyring | None = None,
+        encrypt: bool = False,
+    ) -> None:
         if not 1 <= shards <= 256:
             raise ValueError(f"shards must be between 1 and 256, not {shards}")
+        if encrypt and keyring is None:
+            raise ValueError("encrypting turn inputs needs a keyring")
         self.store = store
         self.shards = shards
+        self.keyring = keyring
+        self.encrypt = encrypt
 
     def thread_dir(self, key: ThreadKey) -> str:
         """The index prefix of one thread's entries."""
@@ -261,7 +322,7 @@ class DurableIndex:
             turn_id = seen.get(name)
             if turn_id is None:
                 try:
-                    turn_id = (await self.read_turn(name)).turn_id
+                    turn_id = await self._turn_id_of(name)
                 except ObjectNotFoundError:
                     continue  # the turn ended and its entry left meanwhile
                 except msgspec.DecodeError as exc:
@@ -308,7 +369,45 @@ class DurableIndex:
             msgspec.DecodeError: The object is not a turn entry.
         """
         data, _ = await self.store.read(ref.key if isinstance(ref, TurnRef) else ref)
-        return _turn_decoder.decode(data)
+        entry = _turn_decoder.decode(data)
+        if entry.sealed is not None:
+            entry.messages = await self._open(entry)
+            entry.sealed = None
+        return entry
+
+    async def _turn_id_of(self, name: str) -> str:
+        """The turn id an entry holds, without opening its input.
+
+        Raises:
+            ObjectNotFoundError: The entry is gone.
+            msgspec.DecodeError: The object is not a turn entry.
+        """
+        data, _ = await self.store.read(name)
+        return _turn_id_decoder.decode(data).turn_id
+
+    async def _open(self, entry: TurnEntry) -> list[ev.Msg]:
+        """The input of a sealed entry.
+
+        Raises:
+            msgspec.DecodeError: It does not decrypt here (altered, or moved from
+                another thread or turn), or is not a list of messages.
+            EncryptionError: Its data key cannot be had (erased, or no keys).
+        """
+        sealed = entry.sealed
+        assert sealed is not None  # noqa: S101 - the caller checked
+        if self.keyring is None:
+            raise KeyUnavailableError(entry.key.prefix, "", "no keyring was given")
+        cipher = ThreadCipher(self.keyring, entry.key.prefix)
+        await cipher.load()
+        name = _sealed_name(entry.turn_id)
+        try:
+            plain = await cipher.opening(
+                lambda: cipher.open(SEALED_INPUT_MAGIC, name, sealed)
+            )
+        except ValueError as exc:
+            why = f"the sealed input does not open: {exc}"
+            raise msgspec.DecodeError(why) from None
+        return _messages_decoder.decode(plain)
 
     async def read_control(self, key: str) -> Control:
         """A control request's content.
@@ -358,7 +457,7 @@ class DurableIndex:
         key = entry.key
         base = self.thread_dir(key)
         listing = known if known is not None else await self.list_thread(key)
-        data = _turn_encoder.encode(entry)
+        data = await self._encoded(entry)
         for _ in range(_MAX_CREATE_ATTEMPTS):
             mine = listing.find(entry.turn_id)
             if mine is not None:
@@ -374,6 +473,29 @@ class DurableIndex:
         raise RuntimeError(
             f"{key}: could not queue turn {entry.turn_id!r}: the sequence kept "
             f"colliding ({_MAX_CREATE_ATTEMPTS} attempts)"
+        )
+
+    async def _encoded(self, entry: TurnEntry) -> bytes:
+        """The entry as stored: its input sealed when the journal encrypts."""
+        if not self.encrypt:
+            return _turn_encoder.encode(entry)
+        assert self.keyring is not None  # noqa: S101 - checked in __init__
+        key = entry.key
+        cipher = ThreadCipher(self.keyring, key.prefix)
+        await cipher.writable()
+        plain = msgspec.msgpack.encode(entry.messages)
+        sealed = cipher.seal(SEALED_INPUT_MAGIC, _sealed_name(entry.turn_id), plain)
+        return _turn_encoder.encode(
+            _SealedTurnEntry(
+                turn_id=entry.turn_id,
+                sealed=sealed,
+                submitted_at=entry.submitted_at,
+                agent_id=key.agent_id,
+                session_id=key.session_id,
+                user_id=key.user_id,
+                thread_id=key.thread_id,
+                namespace=key.namespace,
+            )
         )
 
     async def add_control(self, control: Control) -> str:

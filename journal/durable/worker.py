@@ -139,7 +139,11 @@ class Worker:
         self.control_poll = control_poll
         self.uncertain = uncertain
         self.max_turns = max_turns
-        self.index = DurableIndex(self.journal.store)
+        self.index = DurableIndex(
+            self.journal.store,
+            keyring=self.journal.keyring,
+            encrypt=self.journal.settings.encrypt,
+        )
         self._fault = fault
         self._active: set[str] = set()
         self._blocked: dict[str, frozenset[str]] = {}

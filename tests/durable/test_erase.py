@@ -1,10 +1,10 @@
 """Erasing a user also erases their durable turns: queued inputs and cursors.
 
 Before, ``Journal.erase`` deleted only the threads' own objects. A queued turn's
-input (its index entry, the user's message as submitted) stayed in the store, in
-the clear even on an encrypting journal, and the next worker ran it, bringing the
-erased thread back; the thread's cursor hint stayed too, and on a thread started
-again under the same key it hid the new turns' start from the worker.
+input (its index entry, the user's message as submitted) stayed in the store, and
+the next worker ran it, bringing the erased thread back; the thread's cursor hint
+stayed too, and on a thread started again under the same key it hid the new
+turns' start from the worker.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from journal import (
     Agent,
     Journal,
-    KeyFile,
     MessageAppended,
     Msg,
     RuntimeContext,
@@ -40,7 +39,8 @@ def files_holding(root: Path, data: bytes) -> list[str]:
 
 
 async def test_erase_deletes_queued_turns_and_cursors(tmp_path: Path) -> None:
-    j = Journal.open(tmp_path / "j", encryption=KeyFile.create(tmp_path / "k.json"))
+    # A plain journal: its inputs are in the clear, so files show what is left.
+    j = Journal.open(tmp_path / "j")
     client = DurableClient(j, "a")
     # A thread with records and a queued turn; one with a queued turn only (no
     # record yet: it is no thread of the log); and another user's.
