@@ -14,6 +14,12 @@ into it, and a delete keeps them (``Journal.erase`` removes a conversation's
 thread for good). Lease and conflict errors of the journal surface as pydantic-ai's
 ``ConversationConflict`` (load again, then retry), with the journal's error as the
 ``__cause__``.
+
+The store keeps each conversation's record and entries as the JSON it committed and
+decodes them again on every read, so what a caller changes in place on what it
+loaded stays in its copy until it is saved, as with pydantic-ai's
+``InMemoryConversationStore`` (which deep-copies; decoding costs about a quarter of
+a ``deepcopy`` of the same entries).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+import msgspec
 from pydantic import TypeAdapter
 from pydantic_ai.conversation_store import (
     ConversationConflict,
@@ -70,10 +77,33 @@ for _event in (ConversationSaved, ConversationDeleted):
     register_event(_event, required=False)
 
 
+class _EntryId(msgspec.Struct):
+    """The id of a stored entry, read without decoding its message."""
+
+    id: str
+
+
+_ENTRY_ID = msgspec.json.Decoder(_EntryId)
+
+
 @dataclass
 class _Conversation:
-    record: ConversationRecord | None = None
-    entries: dict[str, ConversationEntry] = field(default_factory=dict)
+    """A conversation as committed: its record's and entries' JSON, never objects.
+
+    Every read decodes what it returns, so a caller's objects share nothing mutable
+    with the view (a cached object edited in place would change later loads, and
+    hide a rewritten history from a save's ``==`` comparison).
+    """
+
+    record: bytes | None = None
+    revision: str | None = None
+    entries: dict[str, bytes] = field(default_factory=dict)
+
+    def decode_record(self) -> ConversationRecord | None:
+        """A new copy of the stored record, its revision the journal's."""
+        if self.record is None or self.revision is None:
+            return None
+        return replace(_RECORD.validate_json(self.record), revision=self.revision)
 
 
 def _revision(record: Record) -> str:
@@ -84,12 +114,12 @@ def _apply(view: _Conversation, record: Record) -> None:
     for event in record.events:
         if isinstance(event, ConversationSaved):
             for raw in event.entries:
-                entry = _ENTRY.validate_json(raw)
-                view.entries[entry.id] = entry
-            saved = _RECORD.validate_json(event.record)
-            view.record = replace(saved, revision=_revision(record))
+                view.entries[_ENTRY_ID.decode(raw).id] = raw
+            view.record = event.record
+            view.revision = _revision(record)
         elif isinstance(event, ConversationDeleted):
             view.record = None
+            view.revision = None
 
 
 def default_thread_key(conversation_id: str) -> ThreadKey:
@@ -146,7 +176,7 @@ class JournalConversationStore(ConversationStore):
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         """The conversation's record, its revision the journal's, or None."""
         view = await self._view(self.thread_key(conversation_id))
-        return None if view.record is None else replace(view.record)
+        return view.decode_record()
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
@@ -154,11 +184,9 @@ class JournalConversationStore(ConversationStore):
         """The stored records (of ``scope``), newest ``updated_at`` first."""
         records: list[ConversationRecord] = []
         async for key in self.journal.threads():
-            view = await self._view(key)
-            if view.record is not None and (
-                scope is None or view.record.scope == scope
-            ):
-                records.append(replace(view.record))
+            record = (await self._view(key)).decode_record()
+            if record is not None and (scope is None or record.scope == scope):
+                records.append(record)
         records.sort(key=lambda record: record.updated_at, reverse=True)
         return records[:limit]
 
@@ -187,8 +215,7 @@ class JournalConversationStore(ConversationStore):
         with _conflicts(conversation_id):
             async with self.leases.writing(key) as writer:
                 view = await self.folds.upto(key, writer.version)
-                current = None if view.record is None else view.record.revision
-                if current != expected_revision:
+                if view.revision != expected_revision:
                     raise ConversationConflict(conversation_id)
                 if (
                     head is not None
@@ -222,7 +249,7 @@ class JournalConversationStore(ConversationStore):
         with _conflicts(conversation_id):
             async with self.leases.writing(key) as writer:
                 view = await self.folds.upto(key, writer.version)
-                if view.record is None or view.record.revision != expected_revision:
+                if view.revision != expected_revision:
                     raise ConversationConflict(conversation_id)
                 committed = await writer.append(
                     [ConversationDeleted(conversation_id=conversation_id)],
@@ -236,10 +263,10 @@ class JournalConversationStore(ConversationStore):
         Raises:
             KeyError: No conversation in the journal holds it.
         """
-        entry = await self._find_entry(entry_id, None)
-        if entry is None:
+        raw = await self._find_entry(entry_id, None)
+        if raw is None:
             raise KeyError(f"no conversation in the journal holds entry {entry_id!r}")
-        return entry
+        return _ENTRY.validate_json(raw)
 
     async def read_history(
         self, head_id: str | None, *, limit: int | None = None
@@ -253,22 +280,23 @@ class JournalConversationStore(ConversationStore):
         entry_id = head_id
         views: list[_Conversation] = []
         while entry_id is not None and (limit is None or len(entries) < limit):
-            entry = next(
+            raw = next(
                 (v.entries[entry_id] for v in views if entry_id in v.entries), None
             )
-            if entry is None:
+            if raw is None:
                 entry = await self.read_entry(entry_id)
                 key = self._entry_threads.get(entry_id)
                 if key is not None:
                     views.append(await self._view(key))
+            else:
+                entry = _ENTRY.validate_json(raw)
             entries.append(entry)
             entry_id = entry.parent_id
         entries.reverse()
         return entries
 
-    async def _find_entry(
-        self, entry_id: str, hint: ThreadKey | None
-    ) -> ConversationEntry | None:
+    async def _find_entry(self, entry_id: str, hint: ThreadKey | None) -> bytes | None:
+        """The stored JSON of the entry with this id, or None."""
         known = self._entry_threads.get(entry_id)
         for key in (known, hint):
             if key is not None:

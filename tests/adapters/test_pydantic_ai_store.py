@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 
 import pytest
@@ -10,7 +11,10 @@ pytest.importorskip("pydantic_ai.conversation_store")
 
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.conversation_store import (
+    ConversationConflict,
+    InMemoryConversationStore,
+)
 from pydantic_ai.models.test import TestModel
 
 from journal import Journal, ThreadKey
@@ -140,3 +144,67 @@ async def test_thread_key_scopes_by_user(journal, agent):
     await _turn(store, agent, "alice:s1", "hi")
     keys = [k async for k in journal.threads()]
     assert keys == [ThreadKey(agent_id="chat", user_id="alice", session_id="s1")]
+
+
+@pytest.fixture(params=["in-memory", "journal"])
+def any_store(request, journal):
+    """pydantic-ai's reference store, then the journal's: both must behave alike."""
+    if request.param == "in-memory":
+        return InMemoryConversationStore()
+    return JournalConversationStore(journal)
+
+
+def _snapshot(conversation):
+    return (
+        copy.deepcopy(conversation.messages),
+        copy.deepcopy(conversation.usage),
+        conversation.revision,
+    )
+
+
+async def test_loads_share_nothing_with_the_store(any_store, agent):
+    store = any_store
+    await _turn(store, agent, "c", "hello", scope="alice")
+    saved = _snapshot(await store.load("c"))
+    # What a caller changes in place on what it loaded, and a run continuing it,
+    # stays in its copy until it is saved.
+    draft = await store.load("c")
+    draft.messages[0].parts[0].content = "EDITED, NEVER SAVED"
+    draft.usage.requests += 10
+    await agent.run("not saved", conversation=draft)
+    (entry,) = await store.load_entries("c", limit=1)
+    entry.message.parts[0].content = "EDITED ENTRY"
+    record = await store.read_record("c")
+    record.branches.append("nowhere")
+    record.usage.input_tokens += 1000
+    (listed,) = await store.list_conversations(scope="alice")
+    listed.branches.append("elsewhere")
+    listed.usage.output_tokens += 1000
+    read = await store.read_entry(entry.id)
+    read.message.parts[0].content = "EDITED READ"
+    history = await store.read_history(record.head_id)
+    history[0].message.parts[0].content = "EDITED HISTORY"
+    assert _snapshot(await store.load("c")) == saved
+    assert (await store.read_record("c")).branches == []
+    assert (await store.load_entries("c", limit=1))[0] == (
+        await store.read_entry(entry.id)
+    )
+
+
+async def test_an_in_place_rewrite_of_a_loaded_history_is_saved(any_store, agent):
+    store = any_store
+    await _turn(store, agent, "c", "hello")
+    draft = await store.load("c")
+    draft.messages[0].parts[0].content = "rewritten"
+    # A copy of the messages (as after a round trip through JSON) is compared with
+    # the stored history by ==: the rewrite must not compare equal to it.
+    rewritten = Conversation(
+        conversation_id="c",
+        messages=copy.deepcopy(draft.messages),
+        revision=draft.revision,
+    )
+    new_entries = await store.save(rewritten)
+    assert len(new_entries) == len(draft.messages)
+    loaded = await store.load("c")
+    assert loaded.messages[0].parts[0].content == "rewritten"
+    assert len((await store.read_record("c")).branches) == 1
