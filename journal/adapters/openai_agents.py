@@ -9,9 +9,12 @@ ever added.
 
 It is compaction-aware: ``OpenAIResponsesCompactionSession`` wrapping it reads a
 bounded snapshot and replaces the compacted suffix atomically, the replacement
-committing only if the suffix is still what the snapshot saw (the thread's writer
-holds the lease and checks it against the head, so a concurrent append cannot be
-compacted away). Every method takes the run context (``wrapper``) the SDK passes.
+committing only if the newest items are still the very items the snapshot saw (the
+thread's writer holds the lease and checks them against the head, so a concurrent
+append cannot be compacted away). An item is known by the version of the record that
+added it and its place in that record, as ``SQLiteSession`` knows a row by its id:
+items equal to the snapshot's, appended since, are other items. Every method takes
+the run context (``wrapper``) the SDK passes.
 
 Writes hold the thread's writer lease; a writer taken over, a lease held elsewhere
 past ``lease_wait``, or a conflicting commit raise :class:`SessionConflictError`, an
@@ -24,7 +27,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from agents.exceptions import AgentsException
 from agents.memory import SessionABC
@@ -114,21 +117,44 @@ for _event in (
     register_event(_event, required=False)
 
 
+class _Item(NamedTuple):
+    """A live item: its JSON text and its identity in the thread.
+
+    ``version`` is the record that added the item and ``place`` its place among the
+    items that record added, so two equal items are still two items (the identity
+    the compaction check compares, as ``SQLiteSession`` compares row ids). It is
+    folded from the log, so every process gives an item the same identity.
+    """
+
+    version: int
+    place: int
+    text: str
+
+
 @dataclass
 class _Items:
-    live: list[str] = field(default_factory=list)
+    live: list[_Item] = field(default_factory=list)
 
 
 def _apply(view: _Items, record: Record) -> None:
+    added: list[_Item] = []  # the items this record added so far
+
+    def identified(texts: list[str]) -> list[_Item]:
+        items = [
+            _Item(record.version, len(added) + i, text) for i, text in enumerate(texts)
+        ]
+        added.extend(items)
+        return items
+
     for event in record.events:
         if isinstance(event, AgentsItemsAdded):
-            view.live.extend(event.items)
+            view.live.extend(identified(event.items))
         elif isinstance(event, AgentsItemPopped):
             del view.live[event.position :]
         elif isinstance(event, AgentsSessionCleared):
             view.live.clear()
         elif isinstance(event, AgentsItemsCompacted):
-            view.live[event.start : event.stop] = event.items
+            view.live[event.start : event.stop] = identified(event.items)
 
 
 def default_thread_key(session_id: str) -> ThreadKey:
@@ -216,8 +242,8 @@ class JournalSession(SessionABC):
         wanted = resolve_session_limit(limit, self.session_settings)
         with _framework_errors():
             view = await self.folds.read(self.key)
-        texts = view.live if wanted is None else view.live[-wanted:] if wanted else []
-        return [_load(text) for text in texts]
+        live = view.live if wanted is None else view.live[-wanted:] if wanted else []
+        return [_load(item.text) for item in live]
 
     # --- writing ---
 
@@ -259,7 +285,7 @@ class JournalSession(SessionABC):
             async with self._writing() as (writer, view):
                 if not view.live:
                     return None
-                text = view.live[-1]
+                text = view.live[-1].text
                 await self._commit(
                     writer, [AgentsItemPopped(position=len(view.live) - 1)]
                 )
@@ -301,7 +327,7 @@ class JournalSession(SessionABC):
         total = len(view.live)
         rows = list(view.live[-limit:]) if limit > 0 else []
         first = total - len(rows)
-        items = [_load(text) for text in rows]
+        items = [_load(item.text) for item in rows]
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
             expected = rows[start:]
@@ -311,6 +337,8 @@ class JournalSession(SessionABC):
 
             async def replace() -> bool:
                 async with self._writing() as (writer, current):
+                    # The same items by identity, not by text: equal items another
+                    # writer appended since are not the snapshot's.
                     if current.live[-len(expected) :] != expected:
                         return False
                     stop = len(current.live)
@@ -319,7 +347,7 @@ class JournalSession(SessionABC):
                     pruned = 0
                     if prune_prefix is not None:
                         while pruned < begin and prune_prefix(
-                            _load(current.live[pruned])
+                            _load(current.live[pruned].text)
                         ):
                             pruned += 1
                     if pruned:

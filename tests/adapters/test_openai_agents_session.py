@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("agents")
 
 from agents import Agent, OpenAIResponsesCompactionSession, Runner
-from agents.memory import is_openai_responses_compaction_aware_session
+from agents.memory import SQLiteSession, is_openai_responses_compaction_aware_session
 from agents.testing import ScriptedModel
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
@@ -207,3 +207,46 @@ async def test_one_session_written_from_threads_with_their_own_loops(tmp_path):
         assert errors == []
         items = await JournalSession("t", journal).get_items()
         assert sorted(i["content"] for i in items) == sorted(f"m{i}" for i in range(20))
+
+
+@pytest.fixture(params=["sqlite", "journal"])
+async def two_handles(request, tmp_path, journal):
+    """Two session objects on one session id (two writers), SDK's SQLite then ours."""
+    if request.param == "sqlite":
+        db = str(tmp_path / "sessions.db")
+        handles = (SQLiteSession("s", db), SQLiteSession("s", db))
+        yield handles
+        for handle in handles:
+            handle.close()
+    else:
+        yield JournalSession("s", journal), JournalSession("s", journal)
+
+
+_HI = {"role": "user", "content": "status?"}
+_OK = {"role": "assistant", "content": "all green"}
+_SUMMARY = {"role": "assistant", "content": "summary"}
+
+
+async def test_compaction_refuses_a_suffix_another_writer_repeated(two_handles):
+    session, other = two_handles
+    await session.add_items([_HI, _OK])
+    snapshot = await session._get_compaction_snapshot(10)
+    assert snapshot.items == [_HI, _OK]
+    # Equal items appended meanwhile are other items: compacting must not take them.
+    await other.add_items([_HI, _OK])
+    assert not await snapshot.replace_suffix(0, [_SUMMARY])
+    assert await session.get_items() == [_HI, _OK, _HI, _OK]
+
+
+async def test_compaction_refuses_a_suffix_popped_and_added_again(two_handles):
+    session, other = two_handles
+    await session.add_items([_HI, _OK])
+    snapshot = await session._get_compaction_snapshot(10)
+    assert await other.pop_item() == _OK
+    await other.add_items([_OK])
+    assert not await snapshot.replace_suffix(1, [_SUMMARY])
+    assert await session.get_items() == [_HI, _OK]
+    # A snapshot read now (by a session that folds the log afresh) still replaces.
+    fresh = await other._get_compaction_snapshot(10)
+    assert await fresh.replace_suffix(1, [_SUMMARY])
+    assert await session.get_items() == [_HI, _SUMMARY]
