@@ -236,13 +236,18 @@ class JournalSession(SessionABC):
     ) -> list[TResponseInputItem]:
         """The live items, oldest first: the newest ``limit`` of them if given.
 
-        Without ``limit``, ``session_settings.limit`` applies (None: all).
+        Without ``limit``, ``session_settings.limit`` applies (None: all). A negative
+        limit is no limit and 0 none, as in ``SQLiteSession``.
         """
         self._check_open()
         wanted = resolve_session_limit(limit, self.session_settings)
         with _framework_errors():
             view = await self.folds.read(self.key)
-        live = view.live if wanted is None else view.live[-wanted:] if wanted else []
+        live = view.live
+        # As SQLiteSession (SQLite's LIMIT): a negative limit is no limit, not a
+        # slice that drops the oldest items.
+        if wanted is not None and wanted >= 0:
+            live = live[-wanted:] if wanted else []
         return [_load(item.text) for item in live]
 
     # --- writing ---

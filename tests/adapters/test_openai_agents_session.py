@@ -12,6 +12,7 @@ pytest.importorskip("agents")
 
 from agents import Agent, OpenAIResponsesCompactionSession, Runner
 from agents.memory import SQLiteSession, is_openai_responses_compaction_aware_session
+from agents.memory.session_settings import SessionSettings
 from agents.testing import ScriptedModel
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
@@ -250,3 +251,15 @@ async def test_compaction_refuses_a_suffix_popped_and_added_again(two_handles):
     fresh = await other._get_compaction_snapshot(10)
     assert await fresh.replace_suffix(1, [_SUMMARY])
     assert await session.get_items() == [_HI, _SUMMARY]
+
+
+async def test_a_negative_limit_is_no_limit_as_in_sqlite(two_handles):
+    session, _ = two_handles
+    items = [_msg(f"m{i}") for i in range(4)]
+    await session.add_items(items)
+    assert await session.get_items(-1) == items
+    assert await session.get_items(-3) == items
+    assert await session.get_items(0) == []
+    assert await session.get_items(2) == items[2:]
+    session.session_settings = SessionSettings(limit=-2)
+    assert await session.get_items() == items
