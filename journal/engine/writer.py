@@ -229,6 +229,11 @@ class ThreadWriter:
             self._valid_until = self._lease.taken_at + self.ttl * 0.9
             try:
                 self._refs = LogRefs.of(self.settings.log_spans, self.log.store)
+                if self.log.encrypt and self.log.cipher is not None:
+                    # The owner's keys as they are now, before rebuilding: keys
+                    # this process still caches may have been destroyed elsewhere,
+                    # and a thread rebuilt from them is one no one else can read.
+                    await self.log.cipher.writable()
                 loaded = await rebuild(self.log, None, window=True, refs=self._refs)
                 if loaded.head_epoch >= self.epoch:
                     # LEASE was lost or damaged and restarted below the log's

@@ -155,3 +155,19 @@ async def test_a_long_id_thread_of_an_owner_back_after_erasure_is_listed():
     back = ThreadKey("agent", "M" * 200, user_id="alice")
     await say(admin, back, "new")
     assert [k async for k in server.threads(user_id="alice")] == [back]
+
+
+async def test_a_writer_does_not_build_on_a_thread_shredded_elsewhere():
+    """The shred is done, the objects not yet deleted: a process whose cache still
+    holds the destroyed key must not rebuild the thread from it and append to it
+    under a new key (a thread nobody else can read any more). Its writer fails
+    with ErasedError and writes nothing."""
+    provider = StaticKeys([generate_key()])
+    store = KeyringStore()
+    admin = Journal(store, encryption=provider)
+    server = Journal(store, encryption=provider)
+    head = await say(server, alice("s1"), "before")
+    assert await admin.shred(user_id="alice")
+    with pytest.raises(ErasedError):
+        await say(server, alice("s1"), "after")
+    assert await admin.head(alice("s1")) == head
