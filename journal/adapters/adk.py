@@ -18,6 +18,12 @@ events stay one contiguous block (adk-python #4751: ADK 1.24's database service
 reloaded and continued there, interleaving the runs). Lease and fencing failures
 surface as ``StaleSessionError`` too, with the journal's error as the cause.
 
+App- and user-scoped state are folded once per thread and kept (``ThreadFolds``):
+a read catches up from the head it last saw, so the app thread, which every user's
+turns grow, costs a read only the records committed since the last one. The folded
+values stay msgpack and are decoded on every read, so what a caller changes in
+place on a session's state never reaches the cache.
+
 A crash between a session's commit and its app/user state updates leaves those
 updates unapplied; they are written with the session version as ``batch_id``, so a
 retry of the same append is idempotent, but nothing replays them later.
@@ -44,6 +50,7 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 from pydantic_core import to_jsonable_python
 
+from journal.adapters.threads import ThreadFolds
 from journal.codec import register_event
 from journal.errors import ConflictError, LeaseError
 from journal.events import Event
@@ -52,6 +59,7 @@ from journal.keys import ThreadKey
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from journal.codec import Record
     from journal.engine.facade import Journal
 
 __all__ = [
@@ -134,6 +142,19 @@ def _unpack(data: bytes) -> dict[str, Any]:
     return _DECODER.decode(data) if data else {}
 
 
+_RAW_DECODER = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+_VALUE_DECODER = msgspec.msgpack.Decoder()
+
+
+def _apply_scoped(state: dict[str, msgspec.Raw], record: Record) -> None:
+    """Fold a record of an app or user thread: each key's value, still msgpack."""
+    for item in record.events:
+        if isinstance(item, AdkScopedStateUpdated):
+            for name, value in _RAW_DECODER.decode(item.delta).items():
+                # A copy, so the view does not keep the whole record's delta alive.
+                state[name] = value.copy()
+
+
 class _Folded(msgspec.Struct):
     """A session thread read back: the live session, or why there is none."""
 
@@ -187,6 +208,9 @@ class JournalSessionService(BaseSessionService):
         # The version each session object handed out was read at; keyed by id()
         # with a weak reference checking the object is still the same one.
         self._versions: dict[int, tuple[weakref.ref[Session], int]] = {}
+        self._scoped_folds: ThreadFolds[dict[str, msgspec.Raw]] = ThreadFolds(
+            journal, dict, _apply_scoped
+        )
 
     # --- keys and versions ---------------------------------------------------------
 
@@ -255,12 +279,10 @@ class JournalSessionService(BaseSessionService):
         return folded
 
     async def _scoped(self, key: ThreadKey) -> dict[str, Any]:
-        state: dict[str, Any] = {}
-        async for record in self.journal.records(key):
-            for item in record.events:
-                if isinstance(item, AdkScopedStateUpdated):
-                    state.update(_unpack(item.delta))
-        return state
+        """An app or user thread's state as of its head, decoded afresh."""
+        folded = await self._scoped_folds.read(key)
+        # list() copies the items at once (another event loop's thread may fold).
+        return {name: _VALUE_DECODER.decode(raw) for name, raw in list(folded.items())}
 
     async def _session_of(
         self,
@@ -307,9 +329,10 @@ class JournalSessionService(BaseSessionService):
         ):
             if delta:
                 async with self._writer(key) as writer:
-                    await writer.append(
+                    record = await writer.append(
                         [AdkScopedStateUpdated(delta=_pack(delta))], batch_id=batch
                     )
+                self._scoped_folds.committed(key, record)
 
     # --- the BaseSessionService interface -------------------------------------------
 

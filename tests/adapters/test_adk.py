@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from google.adk.agents import LlmAgent
@@ -292,6 +293,84 @@ async def test_thread_key_can_be_replaced(journal: Journal) -> None:
         await journal.head(ThreadKey(APP, "s", user_id=USER, namespace="tenant-7")) == 2
     )
     assert [s.id for s in (await service.list_sessions(app_name=APP)).sessions] == ["s"]
+
+
+class RecordsRead:
+    """Counts the records the journal yields, per thread (through its public API)."""
+
+    def __init__(self, journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.counts: Counter[ThreadKey] = Counter()
+        records = journal.records
+
+        async def counting(key: ThreadKey, *args: Any, **kw: Any) -> Any:
+            async for record in records(key, *args, **kw):
+                self.counts[key] += 1
+                yield record
+
+        monkeypatch.setattr(journal, "records", counting)
+
+    def take(self, key: ThreadKey) -> int:
+        """The records of ``key`` read since the last take."""
+        return self.counts.pop(key, 0)
+
+
+async def test_scoped_state_is_read_from_where_the_last_read_ended(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = JournalSessionService(journal)
+    empty = await service.create_session(app_name=APP, user_id="new")
+    busy = await service.create_session(app_name=APP, user_id=USER)
+    for i in range(30):
+        await service.append_event(busy, delta_event(**{"app:n": i, "user:n": i}))
+    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    user = ThreadKey(
+        APP, "user", user_id=USER, thread_id="adk-user-state", namespace="adk"
+    )
+    reads = RecordsRead(journal, monkeypatch)
+    # The app thread grows with every user's turns: a read must not replay it.
+    got = await service.get_session(app_name=APP, user_id="new", session_id=empty.id)
+    assert got is not None
+    assert got.state == {"app:n": 29}
+    # This service folded its own writes as it committed them: nothing to read.
+    assert reads.take(app) == 0
+    for _ in range(3):
+        await service.get_session(app_name=APP, user_id="new", session_id=empty.id)
+        await service.list_sessions(app_name=APP)
+        await service.create_session(app_name=APP, user_id=USER)
+        assert await service.get_user_state(app_name=APP, user_id=USER) == {"n": 29}
+    assert reads.take(app) == 0
+    assert reads.take(user) == 0
+    # Another process's writes are read once, from the head this one last saw.
+    other = JournalSessionService(journal)
+    theirs = await other.create_session(app_name=APP, user_id=USER)
+    for i in range(5):
+        await other.append_event(theirs, delta_event(**{"app:n": 100 + i}))
+    reads.take(app)
+    got = await service.get_session(app_name=APP, user_id="new", session_id=empty.id)
+    assert got is not None
+    assert got.state == {"app:n": 104}
+    assert reads.take(app) == 5
+    mine = await service.get_session(app_name=APP, user_id=USER, session_id=busy.id)
+    assert mine is not None
+    assert mine.state["user:n"] == 29
+    assert reads.take(app) == 0
+
+
+async def test_scoped_state_handed_out_is_a_copy(
+    service: JournalSessionService,
+) -> None:
+    made = await service.create_session(
+        app_name=APP, user_id=USER, state={"app:cfg": {"k": [1]}, "user:l": [1]}
+    )
+    made.state["app:cfg"]["k"].append(2)
+    made.state["user:l"].append(2)
+    got = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert got is not None
+    got.state["app:cfg"]["k"].append(3)
+    (await service.get_user_state(app_name=APP, user_id=USER))["l"].append(3)
+    again = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+    assert again is not None
+    assert again.state == {"app:cfg": {"k": [1]}, "user:l": [1]}
 
 
 # --- two concurrent run_async on one session (adk-python #4751) -------------------
