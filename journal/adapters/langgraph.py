@@ -10,6 +10,15 @@ whole state. Deletions (``delete_thread``, ``delete_for_runs``, ``prune``) are
 records too: what they remove is gone from every read, and the log keeps the
 history (``Journal.retain`` and ``Journal.erase`` reclaim the bytes).
 
+Values are keyed by channel version, so each write needs versions no other write
+used: ``get_next_version`` makes them strings with a random suffix, as LangGraph's
+own savers do, and a fork (time travel, or two processes running one thread without
+``hold``) stores its values beside the other branch's instead of over them. Records
+written before that hold LangGraph's default integer versions, which forks shared;
+they are read with each integer as its zero-padded string (``5`` as 32 digits), so
+their checkpoints load the same values and order below every newer version, and a
+thread never mixes the two types (LangGraph compares versions).
+
 Writes hold the thread's writer lease (see ``ThreadLeases`` in
 :mod:`journal.adapters.threads`); a writer taken over raises
 :class:`CheckpointFencedError`, a lease held elsewhere
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -113,7 +123,11 @@ class LangGraphChannelValue(msgspec.Struct, frozen=True):
 
 
 class LangGraphCheckpointSaved(Event, frozen=True, kw_only=True):
-    """A checkpoint without its channel values, and the values that changed."""
+    """A checkpoint without its channel values, and the values that changed.
+
+    ``unique_versions`` is False in records written before versions were unique to
+    each write: their integer versions are read as zero-padded strings.
+    """
 
     thread_id: str
     ns: str
@@ -125,6 +139,7 @@ class LangGraphCheckpointSaved(Event, frozen=True, kw_only=True):
     metadata_type: str
     metadata: bytes
     values: list[LangGraphChannelValue] = msgspec.field(default_factory=list)
+    unique_versions: bool = False
 
 
 class LangGraphWrite(msgspec.Struct, frozen=True):
@@ -175,6 +190,7 @@ class _Saved:
     metadata: tuple[str, bytes]
     parent_id: str | None
     run_id: str | None
+    unique_versions: bool
 
 
 @dataclass
@@ -197,12 +213,20 @@ def _apply(view: _Thread, record: Record) -> None:
         if isinstance(event, LangGraphCheckpointSaved):
             view.thread_id = event.thread_id
             for value in event.values:
+                if not event.unique_versions:
+                    base = value.base
+                    value = msgspec.structs.replace(
+                        value,
+                        version=_string_version(value.version),
+                        base=None if base is None else _string_version(base),
+                    )
                 view.blobs[(event.ns, value.channel, value.version)] = value
             view.checkpoints.setdefault(event.ns, {})[event.checkpoint_id] = _Saved(
                 (event.checkpoint_type, event.checkpoint),
                 (event.metadata_type, event.metadata),
                 event.parent_id,
                 event.run_id,
+                event.unique_versions,
             )
         elif isinstance(event, LangGraphWritesSaved):
             stored = view.writes.setdefault((event.ns, event.checkpoint_id), {})
@@ -228,6 +252,18 @@ def _apply(view: _Thread, record: Record) -> None:
             view.writes.clear()
 
 
+def _string_version(version: Version) -> Version:
+    """An integer version of a record older than unique versions, as a string.
+
+    Zero-padded like ``get_next_version``'s counters, without their suffix, so it
+    orders as the integer did among its own thread's versions and below every
+    version made from it.
+    """
+    if isinstance(version, int) and not isinstance(version, bool):
+        return f"{version:032}"
+    return version
+
+
 def default_thread_key(thread_id: str) -> ThreadKey:
     """The journal thread of a LangGraph ``thread_id``: agent ``langgraph``."""
     return ThreadKey(agent_id="langgraph", session_id=thread_id)
@@ -238,7 +274,7 @@ def _writes_order(item: tuple[tuple[str, int], tuple[str, str, Any, str]]) -> An
     return (task_path, task_id, idx)
 
 
-class JournalSaver(BaseCheckpointSaver[int]):
+class JournalSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver whose checkpoints are journal records.
 
     Args:
@@ -311,6 +347,20 @@ class JournalSaver(BaseCheckpointSaver[int]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def get_next_version(self, current: Version | None, channel: None) -> str:
+        """A version after ``current`` that no other write uses (as InMemorySaver).
+
+        The counter orders versions; the random suffix keeps apart the values two
+        branches store at the same step, which share the counter.
+        """
+        if current is None:
+            counter = 0
+        elif isinstance(current, str):
+            counter = int(current.split(".", 1)[0])
+        else:
+            counter = int(current)
+        return f"{counter + 1:032}.{secrets.randbits(64):020}"
+
     # --- writing ---
 
     @contextlib.asynccontextmanager
@@ -353,6 +403,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
             checkpoint=checkpoint_bytes,
             metadata_type=metadata_type,
             metadata=metadata_bytes,
+            unique_versions=True,
         )
         async with self._commit(thread_id) as commit:
             stored = [
@@ -478,7 +529,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
         for ns, saved in source.checkpoints.items():
             for checkpoint_id in sorted(saved):
                 entry = saved[checkpoint_id]
-                checkpoint = self.serde.loads_typed(entry.checkpoint)
+                checkpoint = self._checkpoint(entry)
                 values: list[LangGraphChannelValue] = []
                 for channel, version in checkpoint["channel_versions"].items():
                     for link in _chain(source, ns, channel, version):
@@ -497,6 +548,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
                         metadata_type=entry.metadata[0],
                         metadata=entry.metadata[1],
                         values=values,
+                        unique_versions=entry.unique_versions,
                     )
                 )
                 events.extend(_copied_writes(source, ns, checkpoint_id))
@@ -564,7 +616,7 @@ class JournalSaver(BaseCheckpointSaver[int]):
             if not pending:
                 break
             entry = saved[current]
-            versions = self.serde.loads_typed(entry.checkpoint)["channel_versions"]
+            versions = self._checkpoint(entry)["channel_versions"]
             for channel in list(pending):
                 link = view.blobs.get((ns, channel, versions.get(channel)))
                 if link is not None and link.type != "empty":
@@ -633,10 +685,25 @@ class JournalSaver(BaseCheckpointSaver[int]):
                         remaining -= 1
                     yield self._tuple(view, thread_id, ns, checkpoint_id, entry)
 
+    def _checkpoint(self, entry: _Saved) -> dict[str, Any]:
+        """The stored checkpoint, an older record's integer versions as strings."""
+        checkpoint: dict[str, Any] = self.serde.loads_typed(entry.checkpoint)
+        if not entry.unique_versions:
+            checkpoint["channel_versions"] = {
+                channel: _string_version(version)
+                for channel, version in checkpoint["channel_versions"].items()
+            }
+            if "versions_seen" in checkpoint:
+                checkpoint["versions_seen"] = {
+                    node: {channel: _string_version(v) for channel, v in seen.items()}
+                    for node, seen in checkpoint["versions_seen"].items()
+                }
+        return checkpoint
+
     def _tuple(
         self, view: _Thread, thread_id: str, ns: str, checkpoint_id: str, entry: _Saved
     ) -> CheckpointTuple:
-        checkpoint = self.serde.loads_typed(entry.checkpoint)
+        checkpoint = self._checkpoint(entry)
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
             chain = _chain(view, ns, channel, version)

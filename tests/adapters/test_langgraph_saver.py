@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import shutil
 import uuid
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 import pytest
@@ -17,6 +19,7 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_config,
     generate_metadata,
 )
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from journal import Journal, ThreadKey
@@ -266,4 +269,136 @@ async def test_delta_channels_rebuild_after_a_restart_and_a_prune(root):
         # The snapshot ancestors the delta channel needs survive the prune.
         assert 1 < after < before
         assert (await graph.aget_state(_config("dc"))).values["items"] == out["items"]
+        await saver.aclose()
+
+
+class ForkState(TypedDict):
+    notes: Annotated[list[str], operator.add]
+    last: str
+
+
+def _note(state: ForkState) -> dict:
+    return {"notes": [f"saw:{state['last']}"], "last": state["last"]}
+
+
+def _fork_graph(saver):
+    builder = StateGraph(ForkState).add_node("note", _note)
+    builder.add_edge(START, "note").add_edge("note", END)
+    return builder.compile(checkpointer=saver)
+
+
+async def _history(graph, config) -> list[dict]:
+    return [snap.values async for snap in graph.aget_state_history(config)]
+
+
+async def _branch(graph, config) -> list[dict]:
+    """The values of a checkpoint and of each of its ancestors, newest first."""
+    values = []
+    while config is not None:
+        snap = await graph.aget_state(config)
+        values.append(snap.values)
+        config = snap.parent_config
+    return values
+
+
+async def _fork(main_saver, fork_saver) -> dict[str, list[dict]]:
+    """Two runs, then a third from the end of the first (time travel) in fork_saver.
+
+    Returns every checkpoint's values of the main branch before and after the fork,
+    and of the fork.
+    """
+    main, fork = _fork_graph(main_saver), _fork_graph(fork_saver)
+    await main.ainvoke({"notes": ["a"], "last": "A"}, _config("f"))
+    after_first = (await main.aget_state(_config("f"))).config
+    await main.ainvoke({"notes": ["b"], "last": "B"}, _config("f"))
+    main_head = (await main.aget_state(_config("f"))).config
+    before = await _branch(main, main_head)
+    await fork.ainvoke({"notes": ["X"], "last": "X"}, after_first)
+    fork_head = (await fork.aget_state(_config("f"))).config
+    return {
+        "main before the fork": before,
+        "main after the fork": await _branch(main, main_head),
+        "fork": await _branch(main, fork_head),
+    }
+
+
+@pytest.mark.parametrize("fork_in", ["the same saver", "another process"])
+async def test_a_fork_leaves_the_other_branch_values_alone(root, fork_in):
+    expected = await _fork(saver := InMemorySaver(), saver)
+    assert expected["main before the fork"] == expected["main after the fork"]
+    async with Journal.open(root) as j1, Journal.open(root) as j2:
+        first = JournalSaver(j1, holder="node-a", keep=False)
+        # Another process runs without hold(): it forks from the checkpoint it read.
+        other = (
+            first
+            if fork_in == "the same saver"
+            else JournalSaver(j2, holder="node-b", keep=False)
+        )
+        got = await _fork(first, other)
+        assert got == expected
+        # A fresh saver (a restart) rebuilds both branches from the records.
+        again = _fork_graph(JournalSaver(j1, keep=False))
+        assert await _history(again, _config("f")) == await _history(
+            _fork_graph(saver), _config("f")
+        )
+
+
+# A journal written by JournalSaver before its versions were unique (integer channel
+# versions): two runs of _fork_graph on thread "t", {"notes": ["a"], "last": "A"}
+# then {"notes": ["b"], "last": "B"}.
+INT_VERSIONS_JOURNAL = Path(__file__).parent / "langgraph_int_versions_journal"
+INT_VERSIONS_HISTORY = [
+    {"notes": ["a", "saw:A", "b", "saw:B"], "last": "B"},
+    {"notes": ["a", "saw:A", "b"], "last": "B"},
+    {"notes": ["a", "saw:A"], "last": "A"},
+    {"notes": ["a", "saw:A"], "last": "A"},
+    {"notes": ["a"], "last": "A"},
+    {"notes": []},
+]
+
+
+async def _continue_and_fork(graph) -> dict:
+    """A third run on the thread, then two forks from the end of its first run.
+
+    Returns the main branch's head.
+    """
+    await graph.ainvoke({"notes": ["c"], "last": "C"}, _config("t"))
+    history = [s.config async for s in graph.aget_state_history(_config("t"))]
+    await graph.ainvoke({"notes": ["X"], "last": "X"}, history[-3])
+    await graph.ainvoke({"notes": ["Y"], "last": "Y"}, history[-3])
+    return history[0]
+
+
+async def test_a_journal_with_integer_versions_loads_continues_and_forks(tmp_path):
+    root = tmp_path / "journal"
+    shutil.copytree(INT_VERSIONS_JOURNAL, root)
+    expected = _fork_graph(InMemorySaver())
+    await expected.ainvoke({"notes": ["a"], "last": "A"}, _config("t"))
+    await expected.ainvoke({"notes": ["b"], "last": "B"}, _config("t"))
+    assert await _history(expected, _config("t")) == INT_VERSIONS_HISTORY
+    async with Journal.open(str(root)) as journal:
+        saver = JournalSaver(journal)
+        graph = _fork_graph(saver)
+        # Every checkpoint loads the values it was written with, also copied.
+        assert await _history(graph, _config("t")) == INT_VERSIONS_HISTORY
+        await saver.acopy_thread("t", "t-copy")
+        assert await _history(graph, _config("t-copy")) == INT_VERSIONS_HISTORY
+        # The old checkpoints continue (their versions order with the new ones) and
+        # fork without touching the main branch.
+        expected_head = await _continue_and_fork(expected)
+        head = await _continue_and_fork(graph)
+        assert await _history(graph, _config("t")) == await _history(
+            expected, _config("t")
+        )
+        assert await _branch(graph, head) == await _branch(expected, expected_head)
+        assert (await graph.aget_state(head)).values == {
+            "notes": ["a", "saw:A", "b", "saw:B", "c", "saw:C"],
+            "last": "C",
+        }
+        # A checkpoint never mixes version types (LangGraph compares them).
+        async for tup in saver.alist(_config("t")):
+            seen = tup.checkpoint["versions_seen"].values()
+            versions = [*tup.checkpoint["channel_versions"].values()]
+            versions += [v for node in seen for v in node.values()]
+            assert all(isinstance(v, str) for v in versions), versions
         await saver.aclose()
