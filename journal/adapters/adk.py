@@ -9,6 +9,13 @@ Everything is an event, so history is kept:
   ``AdkSessionDeleted`` (a tombstone: the id can be created again);
 * ``AdkScopedStateUpdated`` on the app and user threads.
 
+State values are msgpack. An int outside msgpack's 64 bits (ADK's in-memory and
+database services keep any int) is a msgpack extension, code 1, holding the int as
+big-endian two's complement, so it reads back as the same int; an adapter older
+than this reads such a value as a ``msgspec.msgpack.Ext``. Such an int inside an
+object msgpack encodes as a map of its own (a dataclass) is not widened: the write
+raises ``ValueError`` naming the key, before anything is written.
+
 Stale writers are caught with the journal's integer versions, not timestamps: a
 session object remembers the thread version it was read at, and ``append_event``
 commits with ``expected_version`` under the thread's writer lease. Of two
@@ -124,18 +131,80 @@ def default_thread_key(app_name: str, user_id: str, session_id: str) -> ThreadKe
     return ThreadKey(app_name, session_id, user_id=user_id, namespace=_NAMESPACE)
 
 
+# The msgpack extension code of an int outside msgpack's 64 bits.
+_WIDE_INT = 1
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+class _WideInt:
+    """An int outside msgpack's 64 bits, on its way to a ``_WIDE_INT`` extension."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def _widen(value: Any) -> Any:
+    """``value`` with every int outside 64 bits in it wrapped as a ``_WideInt``.
+
+    Only the containers msgpack has (tuples and sets are arrays anyway); an int
+    inside another object msgpack encodes natively (a dataclass) is left as it is.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if _INT_MIN <= value <= _INT_MAX else _WideInt(value)
+    if isinstance(value, dict):
+        return {_widen(k): _widen(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_widen(v) for v in value]
+    return value
+
+
 def _enc_hook(value: Any) -> Any:
-    # Values msgpack has no type for (pydantic models, sets, ...) go in their JSON
-    # form, as ADK's own database service stores them.
-    return to_jsonable_python(value)
+    if isinstance(value, _WideInt):
+        n = value.value
+        return msgspec.msgpack.Ext(
+            _WIDE_INT, n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True)
+        )
+    # Values msgpack has no type for (pydantic models, ...) go in their JSON form, as
+    # ADK's own database service stores them; an int in it may be a wide one.
+    return _widen(to_jsonable_python(value))
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
+    if code == _WIDE_INT:
+        return int.from_bytes(data, "big", signed=True)
+    return msgspec.msgpack.Ext(code, bytes(data))
 
 
 _ENCODER = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
-_DECODER = msgspec.msgpack.Decoder(dict[str, Any])
+_DECODER = msgspec.msgpack.Decoder(dict[str, Any], ext_hook=_ext_hook)
 
 
-def _pack(state: dict[str, Any]) -> bytes:
-    return _ENCODER.encode(state)
+def _pack(state: dict[str, Any], prefix: str = "") -> bytes:
+    """``state`` as msgpack, ints outside 64 bits as extensions (ADK stores them).
+
+    Raises:
+        ValueError: A value holds such an int where it cannot be widened (inside a
+            dataclass, say); the message names its key (``prefix`` + name).
+    """
+    try:
+        return _ENCODER.encode(state)
+    except OverflowError:
+        pass  # The rare state with a wide int pays for a second pass.
+    try:
+        return _ENCODER.encode(_widen(state))
+    except OverflowError as exc:
+        for name, value in state.items():
+            try:
+                _ENCODER.encode(_widen(value))
+            except OverflowError:
+                raise ValueError(
+                    f"state key {prefix + name!r} holds an int outside 64 bits "
+                    f"inside a {type(value).__name__} that cannot be stored; "
+                    "store it as a plain int, or in a dict or list"
+                ) from exc
+        raise
 
 
 def _unpack(data: bytes) -> dict[str, Any]:
@@ -143,7 +212,7 @@ def _unpack(data: bytes) -> dict[str, Any]:
 
 
 _RAW_DECODER = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
-_VALUE_DECODER = msgspec.msgpack.Decoder()
+_VALUE_DECODER = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
 def _apply_scoped(state: dict[str, msgspec.Raw], record: Record) -> None:
@@ -313,9 +382,14 @@ class JournalSessionService(BaseSessionService):
 
     # --- writing -------------------------------------------------------------------
 
-    async def _write_scoped(
-        self, app_name: str, user_id: str, state: dict[str, Any], batch: str
-    ) -> None:
+    def _scoped_deltas(
+        self, app_name: str, user_id: str, state: dict[str, Any]
+    ) -> list[tuple[ThreadKey, bytes]]:
+        """The app and user keys of ``state``, packed for their threads.
+
+        Packed before the session's own commit, so a value that cannot be stored
+        fails before anything is written.
+        """
         app: dict[str, Any] = {}
         user: dict[str, Any] = {}
         for name, value in state.items():
@@ -323,16 +397,24 @@ class JournalSessionService(BaseSessionService):
                 app[name.removeprefix(State.APP_PREFIX)] = value
             elif name.startswith(State.USER_PREFIX):
                 user[name.removeprefix(State.USER_PREFIX)] = value
-        for key, delta in (
-            (self._app_key(app_name), app),
-            (self._user_key(app_name, user_id), user),
-        ):
-            if delta:
-                async with self._writer(key) as writer:
-                    record = await writer.append(
-                        [AdkScopedStateUpdated(delta=_pack(delta))], batch_id=batch
-                    )
-                self._scoped_folds.committed(key, record)
+        return [
+            (key, _pack(delta, prefix))
+            for key, delta, prefix in (
+                (self._app_key(app_name), app, State.APP_PREFIX),
+                (self._user_key(app_name, user_id), user, State.USER_PREFIX),
+            )
+            if delta
+        ]
+
+    async def _write_scoped(
+        self, deltas: list[tuple[ThreadKey, bytes]], batch: str
+    ) -> None:
+        for key, delta in deltas:
+            async with self._writer(key) as writer:
+                record = await writer.append(
+                    [AdkScopedStateUpdated(delta=delta)], batch_id=batch
+                )
+            self._scoped_folds.committed(key, record)
 
     # --- the BaseSessionService interface -------------------------------------------
 
@@ -362,6 +444,7 @@ class JournalSessionService(BaseSessionService):
             state=_pack(own),
             created_at=time.time(),
         )
+        scoped = self._scoped_deltas(app_name, user_id, initial)
         try:
             async with self._writer(key) as writer:
                 if (await self._fold(key)).live:
@@ -373,9 +456,7 @@ class JournalSessionService(BaseSessionService):
             raise StaleSessionError(
                 f"creating session {session_id!r} of {app_name!r}: {exc}"
             ) from exc
-        await self._write_scoped(
-            app_name, user_id, initial, f"{key.model_dump_json()}@{record.version}"
-        )
+        await self._write_scoped(scoped, f"{key.model_dump_json()}@{record.version}")
         folded = _Folded(record.version, created, False, own, [])
         return await self._session_of(app_name, user_id, session_id, folded, [])
 
@@ -471,6 +552,7 @@ class JournalSessionService(BaseSessionService):
             event=body.model_dump_json(exclude_none=True).encode(),
             state_delta=_pack(delta),
         )
+        scoped = self._scoped_deltas(session.app_name, session.user_id, delta)
         try:
             async with self._writer(key) as writer:
                 if expected is None or writer.version != expected:
@@ -496,12 +578,7 @@ class JournalSessionService(BaseSessionService):
             raise StaleSessionError(
                 f"appending to session {session.id!r} of {session.app_name!r}: {exc}"
             ) from exc
-        await self._write_scoped(
-            session.app_name,
-            session.user_id,
-            delta,
-            f"{key.model_dump_json()}@{record.version}",
-        )
+        await self._write_scoped(scoped, f"{key.model_dump_json()}@{record.version}")
         session.last_update_time = event.timestamp
         self._remember(session, record.version)
         return self._commit_event_to_session(session, event)

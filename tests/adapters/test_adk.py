@@ -11,6 +11,7 @@ writing one session lose nothing either.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -28,7 +29,11 @@ from google.adk.events import Event, EventActions
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
-from google.adk.sessions.base_session_service import GetSessionConfig
+from google.adk.sessions import InMemorySessionService
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+)
 from google.genai import types
 
 from journal import Journal, ThreadKey
@@ -293,6 +298,66 @@ async def test_thread_key_can_be_replaced(journal: Journal) -> None:
         await journal.head(ThreadKey(APP, "s", user_id=USER, namespace="tenant-7")) == 2
     )
     assert [s.id for s in (await service.list_sessions(app_name=APP)).sessions] == ["s"]
+
+
+# Ints msgpack has no 64-bit room for: ADK's own services store them.
+WIDE = {
+    "big": 2**64,
+    "small": -(2**63) - 1,
+    "huge": -(2**200),
+    "edges": [2**64 - 1, -(2**63)],
+    "nested": {"ids": [2**127, 1], "n": {"k": 2**100}},
+}
+
+
+async def test_ints_beyond_64_bits_round_trip(journal: Journal) -> None:
+    async def states(service: BaseSessionService) -> tuple[Any, ...]:
+        made = await service.create_session(
+            app_name=APP,
+            user_id=USER,
+            state={"seed": 2**64, "app:total": -(2**70), "user:wide": WIDE},
+        )
+        event = delta_event(**WIDE, **{"app:n": 2**65, "user:m": -(2**65)})
+        await service.append_event(made, event)
+        got = await service.get_session(app_name=APP, user_id=USER, session_id=made.id)
+        assert got is not None
+        user = await service.get_user_state(app_name=APP, user_id=USER)
+        return got.state, got.events[0].actions.state_delta, user
+
+    reference = await states(InMemorySessionService())
+    assert reference[0]["big"] == 2**64
+    assert await states(JournalSessionService(journal)) == reference
+    # Another process reads them back from the log.
+    other = JournalSessionService(journal)
+    (listed,) = (await other.list_sessions(app_name=APP, user_id=USER)).sessions
+    got = await other.get_session(app_name=APP, user_id=USER, session_id=listed.id)
+    assert got is not None
+    assert (got.state, got.events[0].actions.state_delta) == reference[:2]
+
+
+@dataclasses.dataclass
+class Counter64:
+    n: int
+
+
+async def test_an_unstorable_int_is_a_value_error_naming_its_key(
+    journal: Journal,
+) -> None:
+    service = JournalSessionService(journal)
+    # Inside an object msgpack encodes natively the int has no room to be widened.
+    with pytest.raises(ValueError, match="'app:counter'"):
+        await service.create_session(
+            app_name=APP,
+            user_id=USER,
+            session_id="s",
+            state={"ok": 1, "app:counter": Counter64(2**64)},
+        )
+    assert [k async for k in journal.threads()] == []
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    head = await journal.head(default_thread_key(APP, USER, "s"))
+    with pytest.raises(ValueError, match="'counter'"):
+        await service.append_event(made, delta_event(counter=Counter64(-(2**64))))
+    assert await journal.head(default_thread_key(APP, USER, "s")) == head
 
 
 class RecordsRead:
