@@ -432,34 +432,39 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
         A list channel (``messages``) that only grew since this saver last stored
         it is stored as the appended items on that earlier version, so a turn
-        costs its new messages, not the conversation. A whole value is stored
-        again once the deltas since the last whole one add up to its size, which
-        keeps both the bytes written (at most about twice the value) and the chain
-        a read folds (at most one whole value's worth) bounded.
+        costs its new messages, not the conversation. "Only grew" is decided on
+        each item's serialized form, not with ``==`` on the items: an item that
+        now serializes otherwise (``1`` become ``1.0``, a dict edited in place
+        since) makes the list stored whole, so a read gives back what
+        InMemorySaver would. A whole value is stored again once the deltas since
+        the last whole one add up to its size, which keeps both the bytes written
+        (at most about twice the value) and the chain a read folds (at most one
+        whole value's worth) bounded.
         """
+        key = (thread_id, ns, channel)
         if channel not in values:
-            self._lists.pop((thread_id, ns, channel), None)
+            self._lists.pop(key, None)
             return LangGraphChannelValue(channel, version, "empty", b"")
         value = values[channel]
-        cached = self._lists.get((thread_id, ns, channel))
+        if type(value) is not list:
+            return LangGraphChannelValue(
+                channel, version, *self.serde.dumps_typed(value)
+            )
+        items = [self.serde.dumps_typed(item) for item in value]
+        cached = self._lists.get(key)
         if (
-            isinstance(value, list)
-            and cached is not None
+            cached is not None
             and cached.since_whole < cached.whole_size
             and (ns, channel, cached.version) in view.blobs
-            and len(value) >= len(cached.items)
-            and value[: len(cached.items)] == cached.items
+            and items[: len(cached.items)] == cached.items
         ):
             kind, data = self.serde.dumps_typed(value[len(cached.items) :])
             base = cached.version
             cached.since_whole += len(data)
-            cached.version, cached.items = version, list(value)
+            cached.version, cached.items = version, items
             return LangGraphChannelValue(channel, version, kind, data, base)
         kind, data = self.serde.dumps_typed(value)
-        if isinstance(value, list):
-            self._lists[(thread_id, ns, channel)] = _ListChannel(
-                version, list(value), len(data)
-            )
+        self._lists[key] = _ListChannel(version, items, len(data))
         return LangGraphChannelValue(channel, version, kind, data)
 
     async def aput_writes(
@@ -839,10 +844,14 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
 @dataclass
 class _ListChannel:
-    """The list a saver last stored for a channel: the base of its next delta."""
+    """The list a saver last stored for a channel: the base of its next delta.
+
+    ``items`` holds each item's serialized form, as it was when stored: the graph
+    may edit the items themselves in place afterwards.
+    """
 
     version: Version
-    items: list[Any]
+    items: list[tuple[str, bytes]]
     whole_size: int
     since_whole: int = 0
 

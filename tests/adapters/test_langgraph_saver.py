@@ -402,3 +402,122 @@ async def test_a_journal_with_integer_versions_loads_continues_and_forks(tmp_pat
             versions += [v for node in seen for v in node.values()]
             assert all(isinstance(v, str) for v in versions), versions
         await saver.aclose()
+
+
+def _typed(value):
+    """The value with each leaf's type beside it: 1, 1.0 and True compare equal."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+class PlainListState(TypedDict, total=False):
+    q: str
+    scores: list
+    flags: list
+
+
+def _as_ints(state: PlainListState) -> dict:
+    return {"scores": [1, 0, 2, 3, 4, 5, 6, 7, 8, 9], "flags": [1, 0, 1, 1, 0, 0, 1]}
+
+
+def _as_floats_and_bools(state: PlainListState) -> dict:
+    # Equal under ==, not once serialized: each list only looks like it grew.
+    return {
+        "scores": [float(x) for x in state["scores"]] + [0.5],
+        "flags": [bool(x) for x in state["flags"]] + [True],
+    }
+
+
+def _append_more(state: PlainListState) -> dict:
+    return {"scores": [*state["scores"], 0.25], "flags": [*state["flags"], False]}
+
+
+def _chain_graph(saver, state, *steps):
+    builder = StateGraph(state)
+    previous = START
+    for step in steps:
+        builder.add_node(step.__name__, step)
+        builder.add_edge(previous, step.__name__)
+        previous = step.__name__
+    builder.add_edge(previous, END)
+    return builder.compile(checkpointer=saver)
+
+
+def _list_deltas(records, channel: str) -> list[bool]:
+    """Per stored value of ``channel``, in order: whether it was a delta."""
+    return [
+        value.base is not None
+        for record in records
+        for event in record.events
+        if isinstance(event, LangGraphCheckpointSaved)
+        for value in event.values
+        if value.channel == channel and value.type != "empty"
+    ]
+
+
+async def test_a_list_whose_items_change_type_reads_back_as_in_memory_saver(root):
+    steps = (_as_ints, _as_floats_and_bools, _append_more)
+    expected = _chain_graph(InMemorySaver(), PlainListState, *steps)
+    await expected.ainvoke({"q": "go"}, _config("types"))
+    want = _typed(await _history(expected, _config("types")))
+    assert want[0]["scores"][:2] == [("float", 1.0), ("float", 0.0)]
+    assert want[0]["flags"][:2] == [("bool", True), ("bool", False)]
+    async with Journal.open(root) as journal:
+        saver = JournalSaver(journal)
+        graph = _chain_graph(saver, PlainListState, *steps)
+        await graph.ainvoke({"q": "go"}, _config("types"))
+        assert _typed(await _history(graph, _config("types"))) == want
+        fresh = _chain_graph(JournalSaver(journal), PlainListState, *steps)
+        assert _typed(await _history(fresh, _config("types"))) == want
+        await saver.aclose()
+        # The retyped lists were stored whole; what was only appended, as a delta.
+        key = ThreadKey(agent_id="langgraph", session_id="types")
+        records = [r async for r in journal.records(key)]
+        assert _list_deltas(records, "scores") == [False, False, True]
+
+
+class LogState(TypedDict):
+    log: Annotated[list[dict], operator.add]
+
+
+def _start(state: LogState) -> dict:
+    return {"log": [{"step": i, "status": "running"} for i in range(1, 4)]}
+
+
+def _finish(state: LogState) -> dict:
+    for entry in state["log"]:
+        entry["status"] = "done"  # an in-place edit of items stored before
+    return {"log": [{"step": 4, "status": "done"}]}
+
+
+def _add(state: LogState) -> dict:
+    return {"log": [{"step": 5, "status": "done"}]}
+
+
+def _log_input() -> dict:
+    # Big enough that the steps after it stay deltas until one edits an item.
+    return {"log": [{"step": 0, "status": "input", "pad": "y" * 2000}]}
+
+
+async def test_list_items_edited_in_place_read_back_edited(root):
+    steps = (_start, _finish, _add)
+    expected = _chain_graph(InMemorySaver(), LogState, *steps)
+    # A new input each run: LangGraph hands the input's items to the nodes.
+    await expected.ainvoke(_log_input(), _config("edit"), durability="sync")
+    want = _typed(await _history(expected, _config("edit")))
+    assert [e["status"] for e in want[0]["log"]] == [("str", "done")] * 6
+    async with Journal.open(root) as journal:
+        saver = JournalSaver(journal)
+        graph = _chain_graph(saver, LogState, *steps)
+        await graph.ainvoke(_log_input(), _config("edit"), durability="sync")
+        assert _typed(await _history(graph, _config("edit"))) == want
+        fresh = _chain_graph(JournalSaver(journal), LogState, *steps)
+        assert _typed(await _history(fresh, _config("edit"))) == want
+        await saver.aclose()
+        key = ThreadKey(agent_id="langgraph", session_id="edit")
+        records = [r async for r in journal.records(key)]
+        # input, start, finish (edited: whole), add (only appended: a delta)
+        assert _list_deltas(records, "log")[-2:] == [False, True]
