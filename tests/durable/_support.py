@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from journal import events as ev
 from journal import turn_events as te
 from journal.durable import DurableClient, TurnLedger, TurnStatus
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+PRIVATE_INPUT = "my card number is 4111-1111-1111-1111"
+"""A user's input that must not be left readable (erase, encryption)."""
+
+
+def files_holding(root: Path, data: bytes) -> list[str]:
+    """The files under ``root`` (relative paths) whose bytes contain ``data``."""
+    return [
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and data in p.read_bytes()
+    ]
 
 
 def echo(messages: list[ev.Msg]) -> str:

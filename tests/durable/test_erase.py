@@ -21,21 +21,14 @@ from journal import (
 )
 from journal.durable import DurableClient, Worker
 
+from ._support import PRIVATE_INPUT, files_holding
+
 if TYPE_CHECKING:
     from pathlib import Path
 
 ALICE = RuntimeContext(user_id="alice", session_id="s1")
 ALICE_QUEUED_ONLY = RuntimeContext(user_id="alice", session_id="s2")
 BOB = RuntimeContext(user_id="bob", session_id="s1")
-PRIVATE_INPUT = "my card number is 4111-1111-1111-1111"
-
-
-def files_holding(root: Path, data: bytes) -> list[str]:
-    return [
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file() and data in p.read_bytes()
-    ]
 
 
 async def test_erase_deletes_queued_turns_and_cursors(tmp_path: Path) -> None:
