@@ -19,13 +19,14 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
+from journal import codec
 from journal import events as ev
 from journal.runtime.context import derive_context, inject_agent_state
 from journal.runtime.copies import StateSnapshot
 from journal.runtime.model import ToolCall, as_response
 from journal.runtime.request import RequestBuilder, decision_for, refusal_for
 from journal.runtime.scope import RunScope, current_scope
-from journal.runtime.tools import result_of, to_jsonable
+from journal.runtime.tools import printable, result_of, to_jsonable, unrecordable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -296,9 +297,9 @@ class RunLoop:
             return ev.ToolResultBlock(call.id, "the tool was cancelled", True), False
         error = task.exception()
         if error is not None:
-            message = f"{type(error).__name__}: {error}"
-            return ev.ToolResultBlock(call.id, message, True), False
-        return result_of(call.id, task.result()), False
+            message = f"{type(error).__name__}: {printable(error)}"
+            return _recordable(call, ev.ToolResultBlock(call.id, message, True)), False
+        return _recordable(call, result_of(call.id, task.result())), False
 
     async def _approve(
         self, call: ToolCall, ctx: RuntimeContext, signal: Signal
@@ -309,14 +310,17 @@ class RunLoop:
                 f"not run: the tool {call.name!r} needs approval (permission rule "
                 "'ask') and the agent has no ask_permission hook"
             )
-        answer = self.ask_permission(call, ctx)
+        try:
+            answer = self.ask_permission(call, ctx)
+        except Exception as exc:
+            return f"not run: asking for approval failed: {printable(repr(exc))}"
         if inspect.isawaitable(answer):
             task = await _interruptible(signal, answer)
             if task.cancelled():
                 return None
             error = task.exception()
             if error is not None:
-                return f"not run: asking for approval failed: {error!r}"
+                return f"not run: asking for approval failed: {printable(repr(error))}"
             answer = task.result()
         if answer is True:
             return True
@@ -402,6 +406,32 @@ def checked_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
         seen.add(call.id)
         out.append(ToolCall(call.name, to_jsonable(call.input), call.id))
     return out
+
+
+def _recordable(call: ToolCall, block: ev.ToolResultBlock) -> ev.ToolResultBlock:
+    """``block``, or an error result if the journal would refuse to record it.
+
+    Checked as the writer will encode it (NaN, an int beyond 64 bits, a lone
+    surrogate, too deep a nesting): refused at the commit instead, the run would
+    end with the tool run and its call without a result, of unknown outcome.
+    """
+    output = block.output
+    if type(output) is str and output.isascii():
+        return block  # the common case: always recordable
+    try:
+        codec.encode_record(
+            version=1,
+            epoch=0,
+            writer="",
+            batch_id="check",
+            run_id=None,
+            committed_at=0.0,
+            prev_hash=codec.GENESIS_HASH,
+            events=result_events(call, block),
+        )
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        return unrecordable(call.id, exc)
+    return block
 
 
 def result_events(call: ToolCall, block: ev.ToolResultBlock) -> list[object]:

@@ -28,7 +28,16 @@ import pydantic_core
 from journal.events import ToolResultBlock
 from journal.runtime.context import RuntimeContext
 
-__all__ = ["Tool", "ToolFunction", "ToolSpec", "result_of", "to_jsonable", "tool"]
+__all__ = [
+    "Tool",
+    "ToolFunction",
+    "ToolSpec",
+    "printable",
+    "result_of",
+    "to_jsonable",
+    "tool",
+    "unrecordable",
+]
 
 ToolFunction = Callable[..., Any]
 """A sync or async function usable as a tool."""
@@ -332,8 +341,39 @@ def tool(
     return build(fn)
 
 
+def printable(value: object) -> str:
+    """``str(value)`` as text a record can hold, whatever ``value`` is.
+
+    ``repr`` when ``str`` raises, a placeholder when both do; a lone surrogate
+    (which UTF-8 cannot encode: an ``OSError`` naming an undecodable file name)
+    is written as its escape.
+    """
+    for render in (str, repr):
+        try:
+            text = render(value)
+        except Exception:  # noqa: S112 - any failure: the next rendering
+            continue
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"<unprintable {type(value).__name__}>"
+
+
+def unrecordable(call_id: str, why: object) -> ToolResultBlock:
+    """The error result standing for an output that cannot be recorded."""
+    return ToolResultBlock(
+        call_id, f"the tool's output could not be recorded: {printable(why)}", True
+    )
+
+
 def result_of(call_id: str, value: object) -> ToolResultBlock:
-    """The result block of a tool's return value (a returned block is kept)."""
-    if isinstance(value, ToolResultBlock):
-        return ToolResultBlock(call_id, to_jsonable(value.output), value.is_error)
-    return ToolResultBlock(call_id, to_jsonable(value))
+    """The result block of a tool's return value (a returned block is kept).
+
+    An output that does not convert (nested too deeply, cyclic, bytes that are
+    not UTF-8) is an error result saying so, not an exception: the tool has run,
+    and its call must get a result.
+    """
+    try:
+        if isinstance(value, ToolResultBlock):
+            return ToolResultBlock(call_id, to_jsonable(value.output), value.is_error)
+        return ToolResultBlock(call_id, to_jsonable(value))
+    except Exception as exc:
+        return unrecordable(call_id, exc)
