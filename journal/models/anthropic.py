@@ -18,6 +18,7 @@ from journal.models.common import (
     ModelUnavailableError,
     Usage,
     error_for_status,
+    in_call_order,
     text_of,
 )
 from journal.runtime.model import ModelResponse, ToolCall
@@ -58,7 +59,7 @@ def to_anthropic_messages(messages: list[Msg]) -> tuple[str, list[dict[str, Any]
     """The system text and the alternating user/assistant turns."""
     system: list[str] = []
     turns: list[dict[str, Any]] = []
-    for msg in messages:
+    for msg in in_call_order(messages):
         if msg.role == "system":
             system.append(msg.text)
             continue

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from journal.events import ToolResultBlock, ToolUseBlock
+
+if TYPE_CHECKING:
+    from journal.events import Msg
 
 __all__ = [
     "ModelAuthError",
@@ -15,6 +20,7 @@ __all__ = [
     "ModelUnavailableError",
     "Usage",
     "error_for_status",
+    "in_call_order",
     "text_of",
 ]
 
@@ -90,3 +96,45 @@ def error_for_status(provider: str, status: int, message: str) -> ModelError:
 def text_of(output: Any) -> str:
     """A tool's output as the text sent back to a model."""
     return output if isinstance(output, str) else json.dumps(output, default=str)
+
+
+def _results_of(msg: Msg) -> list[str]:
+    """The call ids a message answers (a tool message's results)."""
+    if isinstance(msg.content, str):
+        return []
+    return [b.tool_use_id for b in msg.content if isinstance(b, ToolResultBlock)]
+
+
+def in_call_order(messages: list[Msg]) -> list[Msg]:
+    """``messages`` with each tool result moved up to follow its call's message.
+
+    Both providers require every tool call to be answered before anything else
+    comes. The context can hold a result later than that: a durable run cut short
+    during a call leaves it without a result (for the next holder's policy) and
+    ends with an ``[interrupted]`` reply, then the call's reconciled result comes
+    at the end. A result message is moved to just after the assistant message that
+    holds its call, results in the order of the calls; everything else keeps its
+    place.
+    """
+    answered: dict[str, int] = {}
+    for index, msg in enumerate(messages):
+        for call_id in _results_of(msg):
+            answered.setdefault(call_id, index)
+    out: list[Msg] = []
+    moved: set[int] = set()
+    for index, msg in enumerate(messages):
+        if index in moved:
+            continue
+        out.append(msg)
+        if msg.role != "assistant" or isinstance(msg.content, str):
+            continue
+        for block in msg.content:
+            if not isinstance(block, ToolUseBlock):
+                continue
+            at = answered.get(block.id)
+            if at is not None and at > index and at not in moved:
+                # Results that follow in place are already in order: moving them
+                # all the same keeps one rule (the calls' order).
+                moved.add(at)
+                out.append(messages[at])
+    return out

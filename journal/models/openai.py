@@ -19,6 +19,7 @@ from journal.models.common import (
     ModelUnavailableError,
     Usage,
     error_for_status,
+    in_call_order,
     text_of,
 )
 from journal.runtime.model import ModelResponse, ToolCall
@@ -35,7 +36,7 @@ _PROVIDER = "openai"
 def to_openai_messages(messages: list[Msg]) -> list[dict[str, Any]]:
     """The runtime's messages in chat-completions form (tool results one each)."""
     out: list[dict[str, Any]] = []
-    for msg in messages:
+    for msg in in_call_order(messages):
         blocks = [] if isinstance(msg.content, str) else msg.content
         if msg.role == "tool" or any(isinstance(b, ToolResultBlock) for b in blocks):
             out.extend(
