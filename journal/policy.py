@@ -22,7 +22,10 @@ class ConflictPolicy(enum.Enum):
         APPEND_MERGE: Reload the slot, append this turn's new messages after the
             slot's messages and retry the compare-and-swap once. Refused (raises
             ``StaleStateError``) when the turn compacted or cleared the context, because
-            appending to a context the turn did not see would be wrong.
+            appending to a context the turn did not see would be wrong, and when it
+            changed anything else of the state (todos, plan mode, permissions, tool
+            groups), which a merge of messages would drop while keeping the
+            messages that report those changes done.
     """
 
     FAIL = "fail"

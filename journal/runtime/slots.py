@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from journal.errors import StaleStateError
 from journal.policy import ConflictPolicy
-from projections.agent_state import AgentState
+from projections.agent_state import AgentState, encode_state
 
 if TYPE_CHECKING:
     from journal.keys import ThreadKey
@@ -105,6 +107,27 @@ class SnapshotSlots:
                 version,
                 fresh_version,
             )
+        if _besides_context(final) != _besides_context(base):
+            # Its todos, plan mode, permissions or tool groups would be dropped
+            # while its messages, which report them done, were kept.
+            raise StaleStateError(
+                f"{key} (snapshot; this turn changed the agent state beyond its "
+                "context, so it cannot be merged)",
+                version,
+                fresh_version,
+            )
         fresh.context.extend(final.context[len(base_ids) :])
         fresh.shutdown_interrupted = final.shutdown_interrupted
         return await self.save(key, fresh, fresh_version)
+
+
+def _besides_context(state: AgentState) -> bytes:
+    """What a merge would drop of ``state``: all but its messages and run marks."""
+    rest = msgspec.structs.replace(
+        state,
+        context=[],
+        shutdown_interrupted=False,
+        active_run_id=None,
+        version=0,
+    )
+    return encode_state(rest)
