@@ -121,7 +121,10 @@ class RunLoop:
 
         def inject() -> None:
             state = sink.state
-            inject_agent_state(run.context, state)
+            # The caller's context gets a snapshot: an edit made through it (a task
+            # beside the run) must not reach the model unrecorded. The run's own
+            # context stays live: the run settles its tools' edits.
+            inject_agent_state(run.context, StateSnapshot(state))
             inject_agent_state(ctx, state)
 
         async def flush(*extra: object, last: bool = False) -> None:
