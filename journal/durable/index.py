@@ -92,9 +92,10 @@ CONTROL_OPS: tuple[str, ...] = get_args(ControlOp)
 class TurnEntry(msgspec.Struct, kw_only=True):
     """A submitted turn as the index holds it: its thread, id and input.
 
-    On an encrypting journal the input is stored ``sealed`` (see
-    :class:`_SealedTurnEntry`); :meth:`DurableIndex.read_turn` opens it, so
-    ``messages`` is always the input.
+    On an encrypting journal the input is stored ``sealed``, with no ``messages``
+    field at all: a reader that predates sealed entries (where it was required)
+    refuses the entry instead of running the turn with no input.
+    :meth:`DurableIndex.read_turn` opens it, so ``messages`` is always the input.
     """
 
     turn_id: str
@@ -114,23 +115,6 @@ class TurnEntry(msgspec.Struct, kw_only=True):
         return ThreadKey(
             self.agent_id, self.session_id, self.user_id, self.thread_id, self.namespace
         )
-
-
-class _SealedTurnEntry(msgspec.Struct, kw_only=True):
-    """A turn entry as an encrypting journal stores it.
-
-    No ``messages`` field: a reader that predates sealed entries (where it was
-    required) refuses the entry instead of running the turn with no input.
-    """
-
-    turn_id: str
-    sealed: bytes
-    submitted_at: float
-    agent_id: str
-    session_id: str
-    user_id: str | None
-    thread_id: str
-    namespace: str
 
 
 SEALED_INPUT_MAGIC = b"AJT1"
@@ -480,23 +464,15 @@ class DurableIndex:
         if not self.encrypt:
             return _turn_encoder.encode(entry)
         assert self.keyring is not None  # noqa: S101 - checked in __init__
-        key = entry.key
-        cipher = ThreadCipher(self.keyring, key.prefix)
+        cipher = ThreadCipher(self.keyring, entry.key.prefix)
         await cipher.writable()
         plain = msgspec.msgpack.encode(entry.messages)
-        sealed = cipher.seal(SEALED_INPUT_MAGIC, _sealed_name(entry.turn_id), plain)
-        return _turn_encoder.encode(
-            _SealedTurnEntry(
-                turn_id=entry.turn_id,
-                sealed=sealed,
-                submitted_at=entry.submitted_at,
-                agent_id=key.agent_id,
-                session_id=key.session_id,
-                user_id=key.user_id,
-                thread_id=key.thread_id,
-                namespace=key.namespace,
-            )
+        stored = msgspec.structs.asdict(entry)
+        del stored["messages"]  # see TurnEntry
+        stored["sealed"] = cipher.seal(
+            SEALED_INPUT_MAGIC, _sealed_name(entry.turn_id), plain
         )
+        return _turn_encoder.encode(stored)
 
     async def add_control(self, control: Control) -> str:
         """Record a control request; returns its key."""
