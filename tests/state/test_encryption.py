@@ -52,9 +52,7 @@ async def test_no_plaintext_in_state_files_and_erasure(tmp_path):
         p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file()
     )
     assert MARKER.encode() not in stored
-    loaded = await store.load("alice", "s1", "main")
-    assert loaded is not None
-    assert loaded[0].summary == MARKER
+    await assert_reads_the_marker(store)
 
     plain = JsonFileAgentStateStore(tmp_path / "state", fsync=False)
     with pytest.raises(KeyUnavailableError):
@@ -115,6 +113,13 @@ def two_processes(tmp_path, keyring=None):
     return stores
 
 
+async def assert_reads_the_marker(store: JsonFileAgentStateStore) -> None:
+    """``store`` loads alice's slot, and it is the marked state last saved."""
+    loaded = await store.load("alice", "s1", "main")
+    assert loaded is not None
+    assert loaded[0].summary == MARKER
+
+
 async def test_a_save_after_a_shred_elsewhere_takes_a_new_key(tmp_path):
     # Process A keeps saving alice's slot; process B erases alice (shred, then
     # delete). A's next save, once its key check is due, must not use the
@@ -128,9 +133,7 @@ async def test_a_save_after_a_shred_elsewhere_takes_a_new_key(tmp_path):
     assert await b.delete("alice", "s1", "main")
     clock.now += 3600.0
     await a.save("alice", "s1", "main", marked_state())
-    loaded = await b.load("alice", "s1", "main")
-    assert loaded is not None
-    assert loaded[0].summary == MARKER
+    await assert_reads_the_marker(b)
 
 
 async def test_a_first_save_after_loads_reads_the_key_object(tmp_path):
@@ -140,9 +143,7 @@ async def test_a_first_save_after_loads_reads_the_key_object(tmp_path):
     assert await a.load("alice", "s1", "main") is not None
     assert await b.shred("alice")
     await a.save("alice", "s1", "main", marked_state())
-    loaded = await b.load("alice", "s1", "main")
-    assert loaded is not None
-    assert loaded[0].summary == MARKER
+    await assert_reads_the_marker(b)
 
 
 async def test_saves_between_key_checks_do_not_read_the_key_object(tmp_path):
@@ -169,9 +170,7 @@ async def test_a_key_check_interval_of_zero_checks_at_every_save(tmp_path):
     await a.save("alice", "s1", "main", marked_state())
     assert await b.shred("alice")
     await a.save("alice", "s1", "main", marked_state())
-    loaded = await b.load("alice", "s1", "main")
-    assert loaded is not None
-    assert loaded[0].summary == MARKER
+    await assert_reads_the_marker(b)
     with pytest.raises(ValueError, match="key_check_interval"):
         InMemoryAgentStateStore().use_encryption(
             Encryption(provider, keyring=keys), key_check_interval=-1
@@ -185,9 +184,7 @@ async def test_a_load_meets_the_new_key_of_an_owner_back_after_erasure(tmp_path)
     await a.save("alice", "s1", "main", marked_state())
     assert await b.shred("alice")
     await b.save("alice", "s1", "main", marked_state())
-    loaded = await a.load("alice", "s1", "main")
-    assert loaded is not None
-    assert loaded[0].summary == MARKER
+    await assert_reads_the_marker(a)
 
 
 async def test_a_key_id_nobody_holds_is_still_unavailable(tmp_path):
