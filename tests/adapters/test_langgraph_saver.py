@@ -7,7 +7,7 @@ import operator
 import shutil
 import uuid
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -466,17 +466,33 @@ async def test_a_list_whose_items_change_type_reads_back_as_in_memory_saver(root
     assert want[0]["scores"][:2] == [("float", 1.0), ("float", 0.0)]
     assert want[0]["flags"][:2] == [("bool", True), ("bool", False)]
     async with Journal.open(root) as journal:
-        saver = JournalSaver(journal)
-        graph = _chain_graph(saver, PlainListState, *steps)
-        await graph.ainvoke({"q": "go"}, _config("types"))
-        assert _typed(await _history(graph, _config("types"))) == want
-        fresh = _chain_graph(JournalSaver(journal), PlainListState, *steps)
-        assert _typed(await _history(fresh, _config("types"))) == want
-        await saver.aclose()
+        records = await _matching_records(
+            journal, PlainListState, steps, {"q": "go"}, "types", want
+        )
         # The retyped lists were stored whole; what was only appended, as a delta.
-        key = ThreadKey(agent_id="langgraph", session_id="types")
-        records = [r async for r in journal.records(key)]
         assert _list_deltas(records, "scores") == [False, False, True]
+
+
+async def _matching_records(
+    journal: Journal,
+    state: Any,
+    steps: Any,
+    given: Any,
+    thread: str,
+    want: Any,
+    **invoke: Any,
+) -> list[Any]:
+    """Run the graph on a JournalSaver: its history, and a fresh saver's, must be
+    ``want`` (InMemorySaver's). Returns the thread's records."""
+    saver = JournalSaver(journal)
+    graph = _chain_graph(saver, state, *steps)
+    await graph.ainvoke(given, _config(thread), **invoke)
+    assert _typed(await _history(graph, _config(thread))) == want
+    fresh = _chain_graph(JournalSaver(journal), state, *steps)
+    assert _typed(await _history(fresh, _config(thread))) == want
+    await saver.aclose()
+    key = ThreadKey(agent_id="langgraph", session_id=thread)
+    return [r async for r in journal.records(key)]
 
 
 class LogState(TypedDict):
@@ -510,14 +526,8 @@ async def test_list_items_edited_in_place_read_back_edited(root):
     want = _typed(await _history(expected, _config("edit")))
     assert [e["status"] for e in want[0]["log"]] == [("str", "done")] * 6
     async with Journal.open(root) as journal:
-        saver = JournalSaver(journal)
-        graph = _chain_graph(saver, LogState, *steps)
-        await graph.ainvoke(_log_input(), _config("edit"), durability="sync")
-        assert _typed(await _history(graph, _config("edit"))) == want
-        fresh = _chain_graph(JournalSaver(journal), LogState, *steps)
-        assert _typed(await _history(fresh, _config("edit"))) == want
-        await saver.aclose()
-        key = ThreadKey(agent_id="langgraph", session_id="edit")
-        records = [r async for r in journal.records(key)]
+        records = await _matching_records(
+            journal, LogState, steps, _log_input(), "edit", want, durability="sync"
+        )
         # input, start, finish (edited: whole), add (only appended: a delta)
         assert _list_deltas(records, "log")[-2:] == [False, True]
