@@ -107,8 +107,15 @@ def _maybe_bad_keys(joined: str) -> bool:
     """
     if not joined or joined[0] in "./\n" or joined[-1] in "/\n":
         return True
-    return any(pair in joined for pair in _BAD_KEY_PAIRS)
+    return any(map(joined.__contains__, _BAD_KEY_PAIRS))
 
+
+# Object names a sibling read found valid. A process reading many threads' records
+# asks for the same few thousand names ("...0042.rec"): looking them up is a tenth
+# of the time of searching their joined text for a bad part (which took a fifth of
+# reading a hundred records).
+_CHECKED_NAMES: set[str] = set()
+_CHECKED_NAMES_MAX = 16384
 
 _HINT_TAIL = f"/{HINT_NAME}"
 # posix_fadvise is missing on some systems (macOS): no prefetch there.
@@ -645,9 +652,8 @@ class LocalStore(ObjectStore):
             group[0].append(i)
             group[1].append(name)
         for directory, (positions, names) in by_dir.items():
-            found = self._read_in(
-                directory, names, [keys[i] for i in positions], views=views
-            )
+            key_of = [keys[i] for i in positions].__getitem__
+            found = self._read_in(directory, names, key_of, views=views)
             for i, data in zip(positions, found, strict=True):
                 out[i] = data
         return out
@@ -656,20 +662,22 @@ class LocalStore(ObjectStore):
         self,
         directory: str,
         names: Sequence[str],
-        keys: Sequence[str],
+        key_of: Callable[[int], str],
         *,
         views: bool = False,
     ) -> builtins.list[bytes | memoryview | None]:
-        """Objects ``names`` of one directory (``keys`` name them in errors).
+        """Objects ``names`` of one directory (``key_of(i)`` names the i-th in errors).
 
         ``views``: see :meth:`stores.segments.SegmentSet.read_views`.
         """
-        with _MapErrors(keys[0]):
+        with _MapErrors(key_of(0)):
             found = self._segs.read_views(directory, names, views)
+        if None not in found:
+            return found
         for i, data in enumerate(found):
             if data is None:  # perhaps a plain file (written with segments=False)
                 try:
-                    with _MapErrors(keys[i]):
+                    with _MapErrors(key_of(i)):
                         found[i] = read_whole(os.path.join(directory, names[i]))
                 except ObjectNotFoundError:
                     pass
@@ -681,13 +689,14 @@ class LocalStore(ObjectStore):
         if not names:
             return []
         directory, _ = self._locate(prefix + names[0])
-        joined = "\n".join(names)
-        if "/" in joined or _maybe_bad_keys(joined):
-            for name in names:  # name the bad one (or find a newline: no harm)
+        if not _CHECKED_NAMES.issuperset(names):
+            for name in names:
                 if _bad_part(name) or "/" in name:
                     raise ValueError(f"invalid object key {prefix + name!r}")
-        keys = [prefix + name for name in names]
-        return self._read_in(directory, names, keys, views=views)
+            if len(_CHECKED_NAMES) > _CHECKED_NAMES_MAX:
+                _CHECKED_NAMES.clear()
+            _CHECKED_NAMES.update(names)
+        return self._read_in(directory, names, lambda i: prefix + names[i], views=views)
 
     def _dir_of(self, prefix: str) -> tuple[str, str]:
         prefix = prefix.strip("/")
