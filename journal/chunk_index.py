@@ -33,6 +33,7 @@ __all__ = [
     "INDEX_LEVELS",
     "INDEX_MAX_REFS",
     "INDEX_MIN_REFS",
+    "MAX_CHUNK_REFS",
     "decode_index",
     "pack_refs",
     "parse_index_ref",
@@ -50,6 +51,12 @@ INDEX_MAX_REFS = 64
 """The most references one index blob holds."""
 INDEX_LEVELS = 4
 """The deepest index level written or read (16 ** 4 chunks take level 4)."""
+MAX_CHUNK_REFS = 1 << 22
+"""The most chunk references a checkpoint's indexes may stand for, whatever message
+count it claims. Each stands for a message at least (a chunk holds 64 on average):
+no context that fits in memory comes near, while four levels of index blobs can name
+64 ** 4 references apiece, and a damaged or hostile checkpoint's count bounds
+nothing."""
 
 _INDEX_REF = re.compile(r"#([1-9])([0-9a-f]{64})")
 _DIGEST = re.compile(r"[0-9a-f]{64}")

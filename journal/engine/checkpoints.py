@@ -29,6 +29,7 @@ from journal.checkpoint import (
 )
 from journal.chunk_index import (
     INDEX_LEVELS,
+    MAX_CHUNK_REFS,
     decode_index,
     pack_refs,
     parse_index_ref,
@@ -370,6 +371,11 @@ async def expand_refs(
             raise ValueError(
                 f"chunk indexes stand for {size} references or more, more than the "
                 f"checkpoint's {limit} messages"
+            )
+        if size > MAX_CHUNK_REFS:
+            raise ValueError(
+                f"chunk indexes stand for {size} references or more, more than the "
+                f"{MAX_CHUNK_REFS} a checkpoint may name"
             )
         flat: list[str] = []
         for ref in refs:

@@ -14,6 +14,7 @@ from journal.checkpoint import LogSpan
 from journal.chunk_index import (
     INDEX_MAX_REFS,
     INDEX_MIN_REFS,
+    MAX_CHUNK_REFS,
     decode_index,
     pack_refs,
     parse_index_ref,
@@ -293,6 +294,47 @@ async def test_indexes_naming_more_chunks_than_the_checkpoint_holds_are_refused(
         assert not report.ok
         assert any(
             "chunk index is unusable" in str(p) and "more than" in str(p)
+            for p in report.problems
+        )
+
+
+async def test_indexes_standing_for_millions_are_refused_whatever_count_is_claimed(
+    tmp_path, monkeypatch
+):
+    """Fails when only the checkpoint's own message count bounds the expansion: four
+    index blobs of 64 references, each naming the one below 64 times, under a
+    checkpoint claiming 2**40 messages, stood for 64**4 (16.7 million) references,
+    which the load built and then began decoding the one chunk for."""
+    root = str(tmp_path)
+    ids = await _long_thread(root, 100, 100)
+    async with Journal.open(root) as j:
+        layout = ThreadLayout.of(KEY)
+        (body,) = await _checkpoint_bodies(j)
+        chunk = (await j.store.list(layout.blob_dir))[0].rsplit("/", 1)[-1]
+        ref = chunk
+        for level in (1, 2, 3, 4):
+            data = msgspec.msgpack.encode([ref] * INDEX_MAX_REFS)
+            digest = hashlib.sha256(data).hexdigest()
+            await j.store.create(layout.index_key(digest), data)
+            ref = f"#{level}{digest}"
+        bomb = msgspec.structs.replace(body, chunks=[ref], message_count=2**40)
+        await j.store.delete(layout.checkpoint_key(body.version))
+        await j.store.create(
+            layout.checkpoint_key(body.version), codec.encode_checkpoint(bomb)
+        )
+
+        def decode_chunk(raw: bytes) -> object:
+            raise AssertionError("a chunk was decoded for the hostile checkpoint")
+
+        monkeypatch.setattr(checkpoints, "decode_chunk", decode_chunk)
+        state, warnings = await j.load_with_warnings(KEY)
+        assert [m.id for m in state.context] == ids  # replayed from the log
+        assert len(warnings) == 1
+        assert f"more than the {MAX_CHUNK_REFS} a checkpoint may name" in warnings[0]
+        report = await j.verify(KEY)
+        assert not report.ok
+        assert any(
+            "chunk index is unusable" in str(p) and "may name" in str(p)
             for p in report.problems
         )
 
