@@ -419,8 +419,16 @@ def _recordable(call: ToolCall, block: ev.ToolResultBlock) -> ev.ToolResultBlock
     end with the tool run and its call without a result, of unknown outcome.
     """
     output = block.output
-    if type(output) is str and output.isascii():
-        return block  # the common case: always recordable
+    if type(output) is str:
+        # Text fails only on a lone surrogate, which UTF-8 cannot encode: checked
+        # alone, not by encoding a whole record for it.
+        if output.isascii():
+            return block  # the common case
+        try:
+            output.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return unrecordable(call.id, exc)
+        return block
     try:
         codec.encode_record(
             version=1,

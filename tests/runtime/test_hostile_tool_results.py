@@ -95,6 +95,19 @@ async def test_an_output_that_cannot_be_recorded_is_an_error_result(what: str):
     assert "could not be recorded" in result.output
 
 
+@pytest.mark.parametrize(
+    "output", ["naïve café ☕", "emoji 😀 and 汉字", {"nested": ["ünïcödé", 1]}]
+)
+async def test_a_non_ascii_output_is_recorded_as_it_is(output: object):
+    def friendly() -> object:
+        """Return text beyond ASCII."""
+        return output
+
+    [result] = await _two_calls([tool(friendly, name="hostile")])
+    assert not result.is_error
+    assert result.output == output
+
+
 @pytest.mark.parametrize("what", sorted(ERRORS))
 async def test_a_tool_error_that_cannot_be_recorded_is_still_an_error_result(
     what: str,
