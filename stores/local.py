@@ -452,13 +452,15 @@ class LocalStore(ObjectStore):
                     return _etag(data)
                 return self._segs.create(directory, name, data, key=key)
         path = os.path.join(directory, name)
+        with _MapErrors(key):
+            # First: the guard's segment file goes in this directory.
+            self._ensure_dir(directory)
         with (
             _MapErrors(key),
             self._segs.guard_file(directory, name, key=key)
             if framed
             else nullcontext(),
         ):
-            self._ensure_dir(directory)
             tmp = write_temp(
                 directory, data, fsync=self.fsync and sync, prefix=_TMP_PREFIX
             )

@@ -1626,10 +1626,14 @@ class SegmentSet:
     def guard_file(
         self, directory: str, name: str, *, key: str
     ) -> contextlib.AbstractContextManager[None]:
-        """Lock ``name``'s segment (if it exists) while a plain file is published.
+        """Lock ``name``'s segment while a plain file is published.
 
         Refuses a name that is already a frame, so that a store with
-        ``segments=False`` keeps create exclusive against framed records.
+        ``segments=False`` keeps create exclusive against framed records. The
+        segment file is created (empty) if it does not exist: its ``flock`` is
+        what a framed create of the same name takes, and without the file a
+        framed writer could check for the plain file before it is linked, then
+        append its own frame (an empty segment holds nothing and is read as such).
 
         Raises:
             ObjectExistsError: ``name`` is a live frame.
@@ -1640,7 +1644,7 @@ class SegmentSet:
 
         @contextlib.contextmanager
         def guard() -> Iterator[None]:
-            with segment.locked(create=False) as fd:
+            with segment.locked(create=True) as fd:
                 if fd is not None and name in segment.index.live:
                     raise ObjectExistsError(key)
                 yield
