@@ -1462,31 +1462,51 @@ class SegmentSet:
             seg_name = segment_of(name)
             assert seg_name is not None  # noqa: S101 - callers route only these
             by_segment.setdefault(seg_name, []).append(i)
+        durable = sync and self.fsync
         for seg_name, positions in by_segment.items():
             segment = self.segment(os.path.join(directory, seg_name))
             with segment.locked(create=True) as fd:
                 assert fd is not None  # noqa: S101 - created above
                 fresh: dict[str, int] = {}
+                framed = False  # a name found as a frame, perhaps written unsynced
                 for i in positions:
                     name = items[i][0]
-                    if (
-                        name not in fresh
-                        and name not in segment.index.live
-                        and not _plain_file_exists(directory, name)
-                    ):
+                    if name in fresh:
+                        continue
+                    if name in segment.index.live:
+                        framed = True
+                    elif not _plain_file_exists(directory, name):
                         fresh[name] = i
                 if not fresh:
+                    if durable and framed:
+                        # Found, not made: it may be a frame written unsynced (a
+                        # checkpoint's chunk), which the caller is about to rely on.
+                        os.fdatasync(fd)
+                        self._sync_dir_once(directory, segment.index)
                     continue
-                segment.append_frames(
-                    fd, [(_PUT, *items[i]) for i in fresh.values()], sync=sync
+                _, commit, undo = segment.write_frames(
+                    fd, [(_PUT, *items[i]) for i in fresh.values()]
                 )
+                try:
+                    if durable:
+                        os.fdatasync(fd)
+                        # Before the frames are indexed and the locks let go of,
+                        # as for a single create: the segment's creator may have
+                        # crashed before syncing its directory entry.
+                        self._sync_dir_once(directory, segment.index)
+                except BaseException:
+                    undo()
+                    raise
+                commit()
                 for i in fresh.values():
                     created[i] = True
-                index = segment.index
-            if sync and self.fsync and not index.dir_synced:
-                fsync_dir(directory)
-                index.dir_synced = True
         return created
+
+    def _sync_dir_once(self, directory: str, index: _Index) -> None:
+        """Sync ``directory`` unless this process synced it for ``index`` already."""
+        if self.fsync and not index.dir_synced:
+            fsync_dir(directory)
+            index.dir_synced = True
 
     def sync(self, directory: str, names: Sequence[str]) -> None:
         """Make the frames of ``names`` in ``directory`` durable (and the segments').

@@ -140,6 +140,74 @@ def test_a_failed_batch_sync_leaves_no_blob(tmp_path: Path, monkeypatch):
     assert SegmentSet(fsync=True).read(directory, digests[1]) == b"second"
 
 
+def test_a_batch_failing_its_directory_sync_leaves_no_blob(tmp_path: Path, monkeypatch):
+    """Fails when ``create_many`` indexes its frames and lets go of the locks before
+    the new segment's directory sync: another reader saw the blob before that sync,
+    the blob stayed after it failed, and the retry answered "exists" without any
+    directory sync (an acknowledged blob whose segment a power cut could lose)."""
+    directory = str(tmp_path / "blobs")
+    os.makedirs(directory)
+    segs = SegmentSet(fsync=True)
+    digest = "ab" * 32
+    seen: list[bool] = []
+    real = segments_module.fsync_dir
+    segment = segs.segment(os.path.join(directory, ".seg-blobs"))
+
+    def spying(path: str) -> None:
+        # Another process would block on the segment's lock, held until now; this
+        # one must not have indexed (served) the frame yet either.
+        seen.append(digest in segment.index.live)
+        real(path)
+
+    monkeypatch.setattr(segments_module, "fsync_dir", spying)
+    assert segs.create_many(directory, [(digest, b"blob")]) == [True]
+    assert seen == [False]  # not served until its directory entry is durable
+
+    other = str(tmp_path / "other")
+    os.makedirs(other)
+    synced: list[str] = []
+
+    def failing_once(path: str) -> None:
+        synced.append(path)
+        if len(synced) == 1:
+            _eio()
+        real(path)
+
+    segs = SegmentSet(fsync=True)
+    monkeypatch.setattr(segments_module, "fsync_dir", failing_once)
+    with pytest.raises(OSError, match="Input/output"):
+        segs.create_many(other, [(digest, b"blob")])
+    assert SegmentSet(fsync=True).read(other, digest) is None
+    assert segs.create_many(other, [(digest, b"blob")]) == [True]
+    assert len(synced) == 2
+    assert SegmentSet(fsync=True).read(other, digest) == b"blob"
+
+
+def test_a_synced_batch_makes_a_name_found_unsynced_durable(
+    tmp_path: Path, monkeypatch
+):
+    """A blob first written unsynced (a checkpoint's chunk) and then asked for with
+    a sync (a record's payload of the same bytes) is synced before the answer.
+
+    Fails when the synced call, finding the name present, returns at once: the
+    record referencing the blob would be acknowledged with the blob still unsynced."""
+    directory = str(tmp_path / "blobs")
+    os.makedirs(directory)
+    digest = "cd" * 32
+    segs = SegmentSet(fsync=True)
+    assert segs.create_many(directory, [(digest, b"chunk")], sync=False) == [True]
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    assert segs.create_many(directory, [(digest, b"chunk")]) == [False]
+    assert synced
+
+
 KEY = ThreadKey("agent", "failed-sync", "main")
 
 
