@@ -1397,6 +1397,11 @@ class SegmentSet:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        # And the locks: a parent thread inside an append at the fork held its
+        # segment's, and no thread of the child will ever let go of it. The child
+        # starts with segment objects of its own (indexes rebuilt by scanning).
+        self._lock = threading.Lock()
+        self._segments = {}
         self._open = {}
         self._untrimmed = {}  # the parent's to cut
 

@@ -121,3 +121,39 @@ async def test_a_hung_lock_holder_fails_acquire_clearly_until_it_is_killed(tmp_p
 def test_lock_timeout_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="lock_timeout"):
         LocalStore(tmp_path, lock_timeout=0)
+
+
+def test_a_forked_child_is_not_blocked_by_a_lock_a_parent_thread_held(
+    tmp_path: Path,
+) -> None:
+    """Fails when the after-fork hook resets descriptors but not the locks: a
+    parent thread inside an append at the fork held its segment's thread lock, and
+    the child's read of a committed record waited on it forever."""
+    import threading
+
+    from stores.segments import SegmentSet
+
+    directory = str(tmp_path)
+    segs = SegmentSet(fsync=True, lock_timeout=10.0)
+    segs.create(directory, record_name(1), b"one", key="one")
+    pending = []
+    writer = threading.Thread(
+        target=lambda: pending.append(
+            segs.create_unsynced(directory, record_name(2), b"two", key="two")
+        )
+    )
+    writer.start()
+    writer.join()  # its frame written, its sync (and the locks' release) pending
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        signal.alarm(5)
+        try:
+            ok = segs.read(directory, record_name(1)) == b"one"
+        except BaseException:
+            os._exit(3)
+        os._exit(0 if ok else 2)
+    pending[0].finish()  # the parent's flock goes: the child's read may proceed
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), "the child hung on a lock held at the fork"
+    assert os.WEXITSTATUS(status) == 0
+    assert SegmentSet(fsync=True).read(directory, record_name(2)) == b"two"
