@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import builtins
     from collections.abc import Sequence
 
-__all__ = ["ObjectStore", "Quarantined"]
+__all__ = ["ObjectStore", "Quarantined", "check_sibling_prefix"]
 
 
 class Quarantined(msgspec.Struct, frozen=True):
@@ -69,6 +69,16 @@ class Quarantined(msgspec.Struct, frozen=True):
     torn: bool
     detail: str
     in_place: bool = False
+
+
+def check_sibling_prefix(prefix: str) -> None:
+    """Refuse a ``read_siblings`` prefix that does not name a "directory".
+
+    Raises:
+        ValueError: ``prefix`` is not empty and does not end with ``/``.
+    """
+    if prefix and not prefix.endswith("/"):
+        raise ValueError(f"a sibling read's prefix must end with '/': {prefix!r}")
 
 
 class ObjectStore(abc.ABC):
@@ -283,9 +293,11 @@ class ObjectStore(abc.ABC):
         directory up once instead of once per key.
 
         Raises:
-            ValueError: A name is empty or holds a ``/`` (or is otherwise not a
-                valid last part of a key for this store).
+            ValueError: ``prefix`` is not empty and does not end with ``/``, or a
+                name is empty or holds a ``/`` (or is otherwise not a valid last
+                part of a key for this store).
         """
+        check_sibling_prefix(prefix)
         for name in names:
             if not name or "/" in name:
                 raise ValueError(f"invalid object key {prefix + name!r}")

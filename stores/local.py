@@ -35,7 +35,7 @@ from journal.errors import (
 )
 from journal.layout import HINT_NAME, LEASE_NAME, ThreadLayout, parse_hint
 from journal.loopless import loop_running, pause
-from journal.store import ObjectStore, Quarantined
+from journal.store import ObjectStore, Quarantined, check_sibling_prefix
 from stores._files import (
     DEFAULT_LOCK_TIMEOUT,
     ensure_dirs,
@@ -688,6 +688,7 @@ class LocalStore(ObjectStore):
     def _read_siblings(
         self, prefix: str, names: Sequence[str], views: bool = False
     ) -> builtins.list[bytes | memoryview | None]:
+        check_sibling_prefix(prefix)
         if not names:
             return []
         directory, _ = self._locate(prefix + names[0])

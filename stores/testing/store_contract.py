@@ -394,6 +394,12 @@ class StoreContract:
                 await store.read_siblings(log, [names[1], bad])
             with pytest.raises(ValueError, match="invalid object key"):
                 await store.read_sibling_buffers(log, [names[1], bad])
+        # A prefix must name a "directory": the local store once read the object
+        # beside it (``t/LEASE`` for ``t/log`` + ``LEASE``).
+        await store.create(f"{key_prefix}t/LEASE", b"lease")
+        for read in (store.read_siblings, store.read_sibling_buffers):
+            with pytest.raises(ValueError, match="must end with '/'"):
+                await read(log.rstrip("/"), ["LEASE"])
 
     async def test_exist_many(self, store: ObjectStore, key_prefix: str) -> None:
         """``exist_many`` says which keys exist, in order: records, blobs and files.
