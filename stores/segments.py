@@ -341,6 +341,8 @@ class _Segment:
             index.torn = 0
             return
         fresh = index.end == 0
+        # Bytes this process knows it could not clear (see ``_unwrite``).
+        suspect = index.torn
         at_reserve = False
         buf: _Buffer = b""  # the file from offset base
         base, pos = index.end, 0
@@ -412,9 +414,12 @@ class _Segment:
         index.end = valid_end
         # Between two scans by one process only a writer killed mid-write can leave
         # bytes in the reserve, and those start at the end of the frames; a new
-        # index (a new process, after a power loss too) looks through all of it.
+        # index (a new process, after a power loss too) looks through all of it, as
+        # does one whose failed append's bytes could not all be cleared.
         index.torn = (
-            0 if at_reserve and not fresh else _nonzero_extent(fd, valid_end, size)
+            0
+            if at_reserve and not fresh and not suspect
+            else _nonzero_extent(fd, valid_end, size)
         )
 
     @staticmethod
@@ -725,12 +730,22 @@ class _Segment:
         another's) takes them for a frame, and the next append writes over them.
         The first word goes first, alone: it is what a scan stops at. Should even
         that fail (a file system refusing every write), the bytes stay, and the
-        append's outcome is unknown, as after a crash inside it.
+        append's outcome is unknown, as after a crash inside it. Should only the
+        rest fail, the bytes behind the zero word are left as a torn tail: this
+        process's index would otherwise take them for reserve, the next frame
+        would go over the zero word, and a later frame of the failed append, whole
+        behind it, would be found by the next scan. The next append quarantines
+        and clears them first, as any writer does a torn tail.
         """
         self.index.size = size
-        with contextlib.suppress(OSError):
+        try:
             _write_at(fd, _ZERO_WORD, start)
+        except OSError:
+            return
+        try:
             _write_at(fd, bytes(length - len(_ZERO_WORD)), start + len(_ZERO_WORD))
+        except OSError:
+            self.index.torn = max(self.index.torn, length)
 
     def trim_reserve(self) -> None:
         """Cut the reserve's zeros off the end of the file (the caller holds ``lock``).

@@ -242,3 +242,36 @@ async def test_a_journal_retry_after_a_failed_sync_is_synced(tmp_path: Path):
     await w.close()
     state = await Journal.open(tmp_path / "root").load(KEY)
     assert [m.text for m in state.context] == ["one", "two"]
+
+
+def test_a_half_undone_batch_is_not_served_after_the_next_append(
+    tmp_path: Path, monkeypatch
+):
+    """A failed batch whose undo zeroed its first word but not the rest (a second
+    I/O error) stays out of reach: the next append clears what is left first.
+
+    Fails when the writer's index takes the half-zeroed bytes for clean reserve:
+    the next, shorter frame went over the zero word, the batch's later frame lay
+    whole behind it, and the next scan served it (a retry adopted it)."""
+    directory = str(tmp_path / "blobs")
+    os.makedirs(directory)
+    segs = SegmentSet(fsync=True)
+    first, big, small = "a" * 64, "b" * 64, "c" * 64
+    segs.create_many(directory, [(first, b"first blob")])
+    real_pwrite = os.pwrite
+
+    def zeroing_fails(fd: int, data: bytes, offset: int) -> int:
+        if len(data) > 4 and not any(bytes(data)):
+            _eio()
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "fdatasync", _eio)
+    monkeypatch.setattr(os, "pwrite", zeroing_fails)
+    with pytest.raises(OSError, match="Input/output"):
+        segs.create_many(directory, [(big, b"B" * 3000), (small, b"never acked")])
+    monkeypatch.undo()
+    segs.create_many(directory, [("e" * 64, b"next")])
+    assert SegmentSet(fsync=True).read(directory, small) is None
+    assert segs.read(directory, small) is None
+    assert segs.create_many(directory, [(small, b"again")]) == [True]
+    assert SegmentSet(fsync=True).read(directory, small) == b"again"
