@@ -37,7 +37,12 @@ from journal.chunk_index import (
 from journal.engine.batches import ENTRY_SIZE
 from journal.engine.log import READ_BATCH, ChainBrokenError, chain_broken_at
 from journal.engine.provenance import Provenance
-from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.errors import (
+    CompressionUnavailableError,
+    CorruptRecordError,
+    EncryptionError,
+    ObjectNotFoundError,
+)
 from journal.events import message_added
 from journal.layout import record_name
 from journal.loopless import pause
@@ -466,13 +471,20 @@ async def _flush_found(log: ThreadLog, snap: Snapshot) -> bool:
     background one, another process's, or one a power cut tore. Read whole, it is
     what must become durable, and it may name other chunks and index blobs than
     the caller's (a background checkpoint past the log span limit turned other
-    spans into blobs). False when it cannot be read (torn, or naming what the cut
-    lost) or covers another record: the caller's replaces it.
+    spans into blobs). False when it cannot be read (torn, naming what the cut
+    lost, or not to be opened with this journal's keys) or covers another record:
+    the caller's replaces it.
     """
     found: list[str] = []
     try:
         _, stored = await read_checkpoint(log, snap.version, indexes=found)
-    except (ValueError, CorruptRecordError, msgspec.DecodeError):
+    except (
+        ValueError,
+        CorruptRecordError,
+        msgspec.DecodeError,
+        EncryptionError,
+        CompressionUnavailableError,
+    ):
         return False
     if stored.record_hash != snap.record_hash:
         return False

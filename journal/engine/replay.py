@@ -3,7 +3,8 @@
 :func:`rebuild` starts from the newest usable checkpoint at or below the target (the
 ``LAST_CHECKPOINT`` hint first, the listing of checkpoints only when the hint is not
 usable) and replays the records after it. A missing, corrupt or foreign checkpoint is
-skipped with a warning; retention removing records while we read sends the rebuild
+skipped with a warning, and so is one that cannot be decrypted or decompressed here;
+retention removing records while we read sends the rebuild
 back to the checkpoint it kept.
 """
 
@@ -18,7 +19,12 @@ from journal.checkpoint import LogSpan
 from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
 from journal.engine.log import READ_BATCH, ChainBrokenError
-from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.errors import (
+    CompressionUnavailableError,
+    CorruptRecordError,
+    EncryptionError,
+    ObjectNotFoundError,
+)
 from journal.loopless import gather
 from projections.agent_state import AgentStateProjection
 
@@ -101,6 +107,9 @@ async def rebuild(
     candidates: list[int] | None = None
     marker: RetentionMarker | None = None
     restarts = 0
+    # Why a checkpoint could not be opened here, if one could not: raised instead
+    # of "no usable checkpoint" when retention left nothing else to start from.
+    unopened: EncryptionError | CompressionUnavailableError | None = None
     while True:
         # Pick the newest checkpoint at or below the target not yet refused.
         version = 0
@@ -128,6 +137,8 @@ async def rebuild(
         indexes: list[str] = []
         if version == 0:
             if marker is not None:
+                if unopened is not None:
+                    raise unopened
                 raise CorruptRecordError(
                     log.label,
                     marker.checkpoint,
@@ -153,6 +164,17 @@ async def rebuild(
             except (ValueError, CorruptRecordError, msgspec.DecodeError) as exc:
                 warnings.append(
                     f"{log.label}: checkpoint {version} is corrupt ({exc}); skipped"
+                )
+                continue
+            except (EncryptionError, CompressionUnavailableError) as exc:
+                # A checkpoint (or a chunk of it) this reader cannot open: copied
+                # from another owner's thread, forged, or written by a journal with
+                # keys this one lacks. Derived data: the log still holds it all. A
+                # record that needs the key raises the same again when replayed.
+                unopened = exc
+                warnings.append(
+                    f"{log.label}: checkpoint {version} cannot be read here "
+                    f"({exc}); skipped"
                 )
                 continue
         try:

@@ -33,6 +33,7 @@ from journal.engine.lease import LEGACY_MAX_TTL, MAX_CLOCK_SKEW, untrusted_expir
 from journal.engine.log import ScanProblem
 from journal.engine.sealing import check_seals
 from journal.errors import (
+    CompressionUnavailableError,
     CorruptRecordError,
     EncryptionError,
     ErasedError,
@@ -358,6 +359,7 @@ class _Verifier:
             CorruptRecordError,
             ObjectNotFoundError,
             msgspec.DecodeError,
+            CompressionUnavailableError,
         ) as exc:
             self.problem(
                 start, f"the checkpoint retention relies on is unusable: {exc}"
@@ -490,7 +492,12 @@ class _Verifier:
             self.warning(
                 version, f"{_UNSYNCED} lacks a chunk index ({exc.key}); {_SKIPPED}"
             )
-        except (ValueError, CorruptRecordError, EncryptionError) as exc:
+        except (
+            ValueError,
+            CorruptRecordError,
+            EncryptionError,
+            CompressionUnavailableError,
+        ) as exc:
             self.problem(version, f"checkpoint's chunk index is unusable: {exc}")
         if body.version != version:
             self.problem(version, f"checkpoint file says version {body.version}")
@@ -561,7 +568,7 @@ class _Verifier:
                 continue
             try:
                 intact = await self.log.check_blob(blob, digest) is not None
-            except EncryptionError as exc:
+            except (EncryptionError, CompressionUnavailableError) as exc:
                 self.problem(version, f"checkpoint chunk {digest}: {exc}")
                 continue
             if not intact:
