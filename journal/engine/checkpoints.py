@@ -447,16 +447,33 @@ async def read_checkpoint(
         if spans
         else AddedMessages()
     )
+    context = state.context
+    claimed = body.message_count
+    # A chunk named again (a context holding the same run of messages twice, or a
+    # forged list repeating one reference thousands of times) is decoded once:
+    # messages are never changed in place, so the context may share them.
+    decoded: dict[str, list[ev.Msg]] = {}
     # Decoding allocates one object per message and block, and nothing of it can
     # form a cycle: the cyclic GC would only rescan the growing context.
     with codec.gc_paused():
         for ref in body.chunks:
             span = spans.get(ref)
-            if span is None:
-                state.context.extend(decode_chunk(chunks[ref]))
+            if span is not None:
+                part = span_messages(log, span, added)
             else:
-                state.context.extend(span_messages(log, span, added))
-    if len(state.context) != body.message_count:
+                cached = decoded.get(ref)
+                if cached is None:
+                    cached = decoded[ref] = decode_chunk(chunks[ref])
+                part = cached
+            # Checked before the context grows, not once it is whole: a few small
+            # blobs can otherwise stand for millions of messages.
+            if len(context) + len(part) > claimed:
+                raise ValueError(
+                    f"checkpoint's chunks hold more than the {claimed} messages "
+                    "it claims"
+                )
+            context.extend(part)
+    if len(context) != claimed:
         raise ValueError(
             f"checkpoint holds {len(state.context)} messages, "
             f"expected {body.message_count}"
