@@ -64,6 +64,7 @@ __all__ = [
     "AddedMessages",
     "LogRefs",
     "Snapshot",
+    "check_body",
     "expand_refs",
     "flush_stored_checkpoint",
     "parse_refs",
@@ -393,6 +394,24 @@ async def expand_refs(
     return refs, indexes
 
 
+def check_body(body: codec.CheckpointBody, version: int) -> None:
+    """Check what a checkpoint body says of itself, as every load does.
+
+    Raises:
+        ValueError: It names another version, or its batch window is not whole
+            entries of :data:`~journal.engine.batches.ENTRY_SIZE` bytes, at most
+            one a record.
+    """
+    if body.version != version:
+        raise ValueError(f"checkpoint file says version {body.version}")
+    entries, rest = divmod(len(body.batches), ENTRY_SIZE)
+    if rest or entries > version:
+        raise ValueError(
+            f"checkpoint's batch window of {len(body.batches)} bytes does not fit "
+            f"version {version}"
+        )
+
+
 async def read_checkpoint(
     log: ThreadLog,
     version: int,
@@ -418,14 +437,7 @@ async def read_checkpoint(
             or a record a log span names is missing or fails a check.
     """
     body = codec.decode_checkpoint(await log.read_checkpoint(version))
-    if body.version != version:
-        raise ValueError(f"checkpoint file says version {body.version}")
-    entries, rest = divmod(len(body.batches), ENTRY_SIZE)
-    if rest or entries > version:
-        raise ValueError(
-            f"checkpoint's batch window of {len(body.batches)} bytes does not fit "
-            f"version {version}"
-        )
+    check_body(body, version)
     state = decode_state(body.state)
     state.version = version
     if not messages:

@@ -24,6 +24,7 @@ from journal import events as ev
 from journal.checkpoint import ChunkEncoder, LogSpan, pack_chunk, ref_digest
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
 from journal.engine.checkpoints import (
+    check_body,
     expand_refs,
     read_checkpoint,
     read_spans,
@@ -145,6 +146,25 @@ async def verify_thread(
     elif anchor is not None:
         raise ValueError("an anchor seal is checked only with a trusted key")
     return report
+
+
+def _refused(body: codec.CheckpointBody, version: int, messages: int) -> str | None:
+    """Why every load refuses this checkpoint whatever its chunks hold, if it does.
+
+    ``messages``: how many the context holds at ``version`` by a fresh replay.
+    """
+    try:
+        check_body(body, version)
+    except ValueError as exc:
+        return f"checkpoint is refused by loads: {exc}"
+    if body.message_count != messages:
+        # Loads compare the claim with what the chunks hold; the chunks are
+        # compared with the replay below.
+        return (
+            f"checkpoint is refused by loads: it claims {body.message_count} "
+            f"messages, the context holds {messages}"
+        )
+    return None
 
 
 class _Verifier:
@@ -499,8 +519,9 @@ class _Verifier:
             CompressionUnavailableError,
         ) as exc:
             self.problem(version, f"checkpoint's chunk index is unusable: {exc}")
-        if body.version != version:
-            self.problem(version, f"checkpoint file says version {body.version}")
+        refused = _refused(body, version, len(state.context))
+        if refused is not None:
+            self.problem(version, refused)
         elif body.record_hash != record_hash:
             self.problem(
                 version, "checkpoint names a record hash that is not the log's"

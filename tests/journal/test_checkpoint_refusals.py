@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 
-from journal import Journal, MessageAppended, Msg, ThreadKey, compression
+from journal import Journal, MessageAppended, Msg, ThreadKey, codec, compression
 from journal.crypto import KeyFile
 from journal.errors import CompressionUnavailableError, KeyUnavailableError
 
@@ -146,3 +147,35 @@ async def test_a_checkpoint_with_chunks_this_reader_cannot_decompress_is_skipped
     # The records are plain: only the checkpoint's chunks need zstandard.
     monkeypatch.setattr(compression, "_zstd", missing)
     await assert_skipped(Journal.open(url, checkpoint_every=0), key, 6, 5)
+
+
+# --- verify reports what loads refuse ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "finding"),
+    [
+        (
+            lambda b: msgspec.structs.replace(b, message_count=b.message_count + 1),
+            "message",
+        ),
+        (lambda b: msgspec.structs.replace(b, batches=b.batches[5:]), "batch window"),
+    ],
+    ids=["count", "window"],
+)
+async def test_verify_reports_a_checkpoint_loads_refuse(change, finding):
+    journal = Journal.open(f"memory://refused-{finding}", checkpoint_every=0)
+    key = key_of()
+    await fill(journal, key, 8)
+    log = journal._log(key)
+    body = codec.decode_checkpoint(await log.read_checkpoint(8))
+    await journal.store.replace(
+        log.checkpoint_key(8), codec.encode_checkpoint(change(body)), if_match=None
+    )
+    _, warnings = await journal.load_with_warnings(key)
+    assert any("checkpoint 8 is corrupt" in w for w in warnings), warnings
+    report = await journal.verify(key)
+    assert not report.ok
+    assert [(p.version, finding in p.message) for p in report.problems] == [
+        (8, True)
+    ], [str(p) for p in report.problems]
