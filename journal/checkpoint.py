@@ -38,6 +38,7 @@ __all__ = [
     "FORCED_AFTER",
     "LOG_SPANS",
     "MAX_CHUNK_MESSAGES",
+    "MAX_CHUNK_READ",
     "OPEN_RUN_SLACK",
     "SPAN_MAX_RECORDS",
     "SPAN_MIN_DENSITY",
@@ -57,6 +58,16 @@ DEFAULT_CHECKPOINT_EVERY = 100
 CHUNK_MODULUS = 64
 MAX_CHUNK_MESSAGES = 256
 MAX_CHUNK_BYTES = 1024 * 1024
+MAX_CHUNK_READ = 16 * MAX_CHUNK_BYTES
+"""The most bytes a checkpoint's chunk blob may decompress to when read.
+
+A chunk ends once it reaches :data:`MAX_CHUNK_BYTES`, so one is at most that plus
+its last message: this leaves 15 MiB for that message. Writers store a chunk
+longer than this uncompressed (it costs no decompression to read), so no chunk a
+writer stores is refused; a compressed frame claiming more (a forged blob of zeros
+that hashes to its name decompresses to gigabytes from a few kilobytes) is refused
+before anything is allocated, and the checkpoint skipped.
+"""
 OPEN_RUN_SLACK = 4
 """Messages a checkpoint may leave in its last, open chunk (see CheckpointPolicy)."""
 FORCED_AFTER = 4

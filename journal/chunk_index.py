@@ -34,6 +34,7 @@ __all__ = [
     "INDEX_MAX_REFS",
     "INDEX_MIN_REFS",
     "MAX_CHUNK_REFS",
+    "MAX_INDEX_BYTES",
     "decode_index",
     "pack_refs",
     "parse_index_ref",
@@ -57,6 +58,10 @@ count it claims. Each stands for a message at least (a chunk holds 64 on average
 no context that fits in memory comes near, while four levels of index blobs can name
 64 ** 4 references apiece, and a damaged or hostile checkpoint's count bounds
 nothing."""
+MAX_INDEX_BYTES = 64 * 1024
+"""The most bytes an index blob may decompress to when read. One holds at most
+:data:`INDEX_MAX_REFS` references of 66 characters (about 4.4 KB): a stored frame
+claiming more is refused before it is decompressed, not allocated."""
 
 _INDEX_REF = re.compile(r"#([1-9])([0-9a-f]{64})")
 _DIGEST = re.compile(r"[0-9a-f]{64}")

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPRESSIONS",
+    "MAX_SIZE",
+    "FrameTooLargeError",
     "compressor",
     "decompress",
     "is_compressed",
@@ -36,8 +38,14 @@ COMPRESSIONS = ("zstd",)
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _LEVEL = 1
-_MAX_SIZE = 1 << 31  # a frame claiming more is refused rather than allocated
+MAX_SIZE = 1 << 31
+"""The most bytes any frame may decompress to (a frame claiming more is refused
+rather than allocated); readers of blobs with a known bound ask for less."""
 _local = threading.local()  # zstandard's (de)compressors are not thread-safe
+
+
+class FrameTooLargeError(ValueError):
+    """A zstd frame holds more bytes than its reader allows (nothing was allocated)."""
 
 
 def _zstd() -> Any:
@@ -78,11 +86,12 @@ def is_compressed(data: bytes | memoryview) -> bool:
     return data[:4] == ZSTD_MAGIC
 
 
-def decompress(data: bytes | memoryview) -> bytes:
-    """The bytes a zstd frame holds.
+def decompress(data: bytes | memoryview, limit: int = MAX_SIZE) -> bytes:
+    """The bytes a zstd frame holds, at most ``limit`` of them.
 
     Raises:
-        ValueError: The frame is damaged, or claims an implausible size.
+        FrameTooLargeError: The frame holds more than ``limit`` bytes.
+        ValueError: The frame is damaged.
         CompressionUnavailableError: ``zstandard`` is not installed.
     """
     zstandard = _zstd()
@@ -90,7 +99,23 @@ def decompress(data: bytes | memoryview) -> bytes:
     if engine is None:
         engine = _local.decompressor = zstandard.ZstdDecompressor()
     try:
-        out: bytes = engine.decompress(data, max_output_size=_MAX_SIZE)
+        size = zstandard.frame_content_size(data)
+        if size > limit:
+            # Named in the frame's header: refused before anything is allocated.
+            raise FrameTooLargeError(
+                f"zstd frame holds {size} bytes, more than the {limit} allowed"
+            )
+        if size >= 0:
+            out: bytes = engine.decompress(data, max_output_size=limit)
+            return out
+        # A frame that does not name its size (writers' frames all do): read one
+        # byte past the limit at most, to tell a frame that holds more.
+        with engine.stream_reader(data) as reader:
+            out = reader.read(limit + 1)
     except zstandard.ZstdError as exc:
         raise ValueError(f"zstd frame does not decompress: {exc}") from None
+    if len(out) > limit:
+        raise FrameTooLargeError(
+            f"zstd frame holds more than the {limit} bytes allowed"
+        )
     return out

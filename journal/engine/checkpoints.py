@@ -20,6 +20,7 @@ import msgspec
 
 from journal import codec
 from journal.checkpoint import (
+    MAX_CHUNK_READ,
     SPAN_MAX_RECORDS,
     SPAN_MIN_DENSITY,
     SPAN_REWRITES,
@@ -30,6 +31,7 @@ from journal.checkpoint import (
 from journal.chunk_index import (
     INDEX_LEVELS,
     MAX_CHUNK_REFS,
+    MAX_INDEX_BYTES,
     decode_index,
     pack_refs,
     parse_index_ref,
@@ -359,7 +361,7 @@ async def expand_refs(
         for digest, data in zip(digests, stored, strict=True):
             if data is None:
                 raise ObjectNotFoundError(log.index_key(digest))
-            blob = await log.check_blob(data, digest)
+            blob = await log.check_blob(data, digest, limit=MAX_INDEX_BYTES)
             if blob is None:
                 raise CorruptRecordError(
                     log.label, None, f"chunk index {digest} does not match its hash"
@@ -453,7 +455,7 @@ async def read_checkpoint(
         if indexes is not None:
             indexes += read
     blobs, spans = parse_refs(version, body.chunks)
-    chunks = await log.read_blob_buffers(blobs) if blobs else {}
+    chunks = await log.read_stored_blobs(blobs) if blobs else {}
     added = (
         await read_spans(log, list(spans.values()), provenance, heads)
         if spans
@@ -465,26 +467,34 @@ async def read_checkpoint(
     # forged list repeating one reference thousands of times) is decoded once:
     # messages are never changed in place, so the context may share them.
     decoded: dict[str, list[ev.Msg]] = {}
-    # Decoding allocates one object per message and block, and nothing of it can
-    # form a cycle: the cyclic GC would only rescan the growing context.
-    with codec.gc_paused():
-        for ref in body.chunks:
-            span = spans.get(ref)
-            if span is not None:
-                part = span_messages(log, span, added)
-            else:
-                cached = decoded.get(ref)
-                if cached is None:
-                    cached = decoded[ref] = decode_chunk(chunks[ref])
-                part = cached
-            # Checked before the context grows, not once it is whole: a few small
-            # blobs can otherwise stand for millions of messages.
-            if len(context) + len(part) > claimed:
-                raise ValueError(
-                    f"checkpoint's chunks hold more than the {claimed} messages "
-                    "it claims"
-                )
-            context.extend(part)
+    for ref in body.chunks:
+        span = spans.get(ref)
+        if span is not None:
+            part = span_messages(log, span, added)
+        else:
+            cached = decoded.get(ref)
+            if cached is None:
+                # Checked (decompressed) and decoded one at a time: only one
+                # chunk's bytes are held decompressed at once.
+                data = await log.check_blob(chunks[ref], ref, limit=MAX_CHUNK_READ)
+                if data is None:
+                    raise CorruptRecordError(
+                        log.label, version, f"blob {ref} does not match its hash"
+                    )
+                # Decoding allocates one object per message and block, and
+                # nothing of it can form a cycle: the cyclic GC would only rescan
+                # the growing context.
+                with codec.gc_paused():
+                    cached = decoded[ref] = decode_chunk(data)
+                del data
+            part = cached
+        # Checked before the context grows, not once it is whole: a few small
+        # blobs can otherwise stand for millions of messages.
+        if len(context) + len(part) > claimed:
+            raise ValueError(
+                f"checkpoint's chunks hold more than the {claimed} messages it claims"
+            )
+        context.extend(part)
     if len(context) != claimed:
         raise ValueError(
             f"checkpoint holds {len(state.context)} messages, "
@@ -554,7 +564,8 @@ async def put_chunks(
     fresh = [
         (d, packed.get(d) or pack_chunk(m)[1]) for d, m in chunks if d not in written
     ]
-    await log.put_blobs(fresh)
+    # A later checkpoint may name these chunks: stored so that it can read them.
+    await log.put_blobs(fresh, limit=MAX_CHUNK_READ)
     # A chunk found already there (ours or a racing checkpoint's) was not synced
     # by that batch: flush every one the record will reference.
     await log.flush_blobs(d for d, _ in chunks)
@@ -668,7 +679,7 @@ async def store_checkpoint(
     # Index digests share ``written`` with chunk digests: a group's bytes are
     # never a chunk's (an array of strings, not of messages).
     new_indexes = [(d, b) for d, b in dict(indexes).items() if d not in written]
-    await log.put_blobs(fresh, derived=True)
+    await log.put_blobs(fresh, derived=True, limit=MAX_CHUNK_READ)
     await log.put_blobs(new_indexes, derived=True, index=True)
     if step is not None:
         step()

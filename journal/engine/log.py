@@ -114,19 +114,32 @@ class RetentionMarker(msgspec.Struct, frozen=True):
 _marker_decoder = msgspec.json.Decoder(RetentionMarker)
 
 
-def checked_blob(stored: bytes | memoryview, digest: str) -> bytes | memoryview | None:
+def checked_blob(
+    stored: bytes | memoryview, digest: str, limit: int | None = None
+) -> bytes | memoryview | None:
     """A blob's bytes, decompressed if they were stored so, if they match ``digest``.
+
+    ``limit``: the most bytes the blob may hold (the kind of blob bounds it);
+    None for no bound but :data:`compression.MAX_SIZE`.
 
     Returns:
         The bytes, or None when they do not match (or a compressed frame is damaged).
 
     Raises:
+        FrameTooLargeError: Compressed, it holds more than ``limit`` bytes (it is
+            not decompressed).
         CompressionUnavailableError: The blob is compressed; zstandard is missing.
     """
     data: bytes | memoryview | None = stored
     if compression.is_compressed(stored):
         try:
-            data = compression.decompress(stored)
+            data = compression.decompress(
+                stored, compression.MAX_SIZE if limit is None else limit
+            )
+        except compression.FrameTooLargeError:
+            if limit is not None:
+                raise
+            data = None
         except ValueError:
             data = None
     if data is None or hashlib.sha256(data).hexdigest() != digest:
@@ -289,12 +302,16 @@ class ThreadLog:
         *,
         derived: bool = False,
         index: bool = False,
+        limit: int | None = None,
     ) -> None:
         """Create several content-addressed blobs in one batch (existing ones stay).
 
         ``derived`` blobs (a checkpoint's chunks) need not be durable when this
         returns: see :meth:`ObjectStore.create_derived` and :meth:`flush_blobs`.
-        ``index``: they are chunk index blobs (:meth:`index_key`).
+        ``index``: they are chunk index blobs (:meth:`index_key`). ``limit``: the
+        most bytes readers decompress a blob of this kind to (see
+        :func:`checked_blob`); a longer one is stored uncompressed, which costs no
+        decompression to read.
         """
         if not blobs:
             return
@@ -304,7 +321,7 @@ class ThreadLog:
             await self._writing_cipher().writable()
         for digest, data in blobs:
             stored = data
-            if self.compress is not None:
+            if self.compress is not None and (limit is None or len(data) <= limit):
                 stored = self.compress(data)
                 await pause()  # ~0.1 ms a chunk: let commits in between
             if self.encrypt:
@@ -346,11 +363,15 @@ class ThreadLog:
         return await self.parse(data, version)
 
     async def check_blob(
-        self, stored: bytes | memoryview, digest: str
+        self, stored: bytes | memoryview, digest: str, *, limit: int | None = None
     ) -> bytes | memoryview | None:
         """A blob's bytes (decrypted, decompressed) if they match ``digest``.
 
+        ``limit``: the most bytes a blob of its kind holds (see
+        :func:`checked_blob`).
+
         Raises:
+            CorruptRecordError: Compressed, it holds more than ``limit`` bytes.
             ErasedError, KeyUnavailableError: It is encrypted and its key cannot be
                 had.
         """
@@ -363,7 +384,12 @@ class ThreadLog:
                 )
             except ValueError:
                 return None
-        return checked_blob(stored, digest)
+        try:
+            return checked_blob(stored, digest, limit)
+        except compression.FrameTooLargeError as exc:
+            raise CorruptRecordError(
+                self.label, None, f"blob {digest}: {exc}"
+            ) from None
 
     async def read_blobs(
         self, digests: Sequence[str], owners: dict[str, int] | None = None
@@ -379,34 +405,36 @@ class ThreadLog:
         """
         return cast("dict[str, bytes]", await self._read_blobs(digests, owners))
 
-    async def read_blob_buffers(
+    async def read_stored_blobs(
         self, digests: Sequence[str]
     ) -> dict[str, bytes | memoryview]:
-        """:meth:`read_blobs` for blobs decoded once and dropped (checkpoint chunks).
+        """Blobs' stored bytes, unchecked, for a caller that checks them one by one.
 
-        Blobs a store read together may come back as views of one buffer
+        A checkpoint's chunks are checked (:meth:`check_blob`) and decoded one at a
+        time, so that only one is held decompressed at once. Blobs a store read
+        together may come back as views of one buffer
         (:meth:`ObjectStore.read_buffers`): a cold load of a long thread reads its
         chunks' segment once and copies none of them.
 
         Raises:
-            CorruptRecordError: A blob is missing or does not match its hash.
+            CorruptRecordError: A blob is missing.
         """
-        return await self._read_blobs(digests, None, views=True)
+        unique = list(dict.fromkeys(digests))
+        raw = await self.store.read_buffers([self.blob_key(d) for d in unique])
+        out: dict[str, bytes | memoryview] = {}
+        for digest, data in zip(unique, raw, strict=True):
+            if data is None:
+                raise CorruptRecordError(self.label, None, f"blob {digest} is missing")
+            out[digest] = data
+        return out
 
     async def _read_blobs(
         self,
         digests: Sequence[str],
         owners: dict[str, int] | None,
-        *,
-        views: bool = False,
     ) -> dict[str, bytes | memoryview]:
         unique = list(dict.fromkeys(digests))
-        keys = [self.blob_key(d) for d in unique]
-        raw: Sequence[bytes | memoryview | None] = (
-            await self.store.read_buffers(keys)
-            if views
-            else await self.store.read_many(keys)
-        )
+        raw = await self.store.read_many([self.blob_key(d) for d in unique])
         out: dict[str, bytes | memoryview] = {}
         for digest, data in zip(unique, raw, strict=True):
             version = (owners or {}).get(digest)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from journal import codec
-from journal.checkpoint import LogSpan, pack_chunk
+from journal.checkpoint import MAX_CHUNK_READ, LogSpan, pack_chunk
 from journal.engine.checkpoints import (
     flush_stored_checkpoint,
     read_checkpoint,
@@ -110,6 +110,6 @@ async def _spans_below(log: ThreadLog, version: int, floor: int) -> None:
             refs.append(digest)
     except (ObjectNotFoundError, ValueError, CorruptRecordError, msgspec.DecodeError):
         return
-    await log.put_blobs(list(blobs.items()))
+    await log.put_blobs(list(blobs.items()), limit=MAX_CHUNK_READ)
     rewritten = msgspec.structs.replace(body, chunks=refs)
     await log.rewrite_checkpoint(version, codec.encode_checkpoint(rewritten))

@@ -21,7 +21,13 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
-from journal.checkpoint import ChunkEncoder, LogSpan, pack_chunk, ref_digest
+from journal.checkpoint import (
+    MAX_CHUNK_READ,
+    ChunkEncoder,
+    LogSpan,
+    pack_chunk,
+    ref_digest,
+)
 from journal.engine.batches import DIGEST_SIZE, IDEMPOTENCY_WINDOW, BatchWindow
 from journal.engine.checkpoints import (
     check_body,
@@ -588,11 +594,15 @@ class _Verifier:
                 )
                 continue
             try:
-                intact = await self.log.check_blob(blob, digest) is not None
-            except (EncryptionError, CompressionUnavailableError) as exc:
+                checked = await self.log.check_blob(blob, digest, limit=MAX_CHUNK_READ)
+            except (
+                EncryptionError,
+                CompressionUnavailableError,
+                CorruptRecordError,
+            ) as exc:
                 self.problem(version, f"checkpoint chunk {digest}: {exc}")
                 continue
-            if not intact:
+            if checked is None:
                 self.problem(version, f"checkpoint chunk {digest} is corrupt")
             else:
                 self.checked_chunks.add(digest)

@@ -10,9 +10,12 @@ from __future__ import annotations
 import hashlib
 
 import msgspec
+import pytest
+import zstandard
 
-from journal import Journal, MessageAppended, Msg, ThreadKey, codec
-from journal.checkpoint import decode_chunk, ends_chunk
+from journal import Journal, MessageAppended, Msg, ThreadKey, codec, compression
+from journal.checkpoint import MAX_CHUNK_READ, decode_chunk, ends_chunk
+from journal.chunk_index import MAX_INDEX_BYTES
 from journal.engine import checkpoints
 
 KEY = ThreadKey("agent", "forged", "main")
@@ -102,3 +105,55 @@ async def test_a_repeated_chunk_of_a_real_context_loads(monkeypatch):
     assert state.version == head
     assert [m.id for m in state.context] == ids * 2
     assert decoded == [3]
+
+
+def zeros_frame(size: int) -> tuple[str, bytes]:
+    """``size`` zero bytes as a zstd frame, under their true digest."""
+    data = bytes(size)
+    frame = zstandard.ZstdCompressor(level=3).compress(data)
+    return hashlib.sha256(data).hexdigest(), frame
+
+
+@pytest.mark.parametrize("index", [False, True], ids=["chunk", "index"])
+async def test_a_chunk_that_decompresses_past_the_limit_is_refused_unread(
+    monkeypatch, index
+):
+    journal = Journal.open(f"memory://bomb-{index}", checkpoint_every=0)
+    await one_record(journal)
+    log = journal._log(KEY)
+    limit = MAX_INDEX_BYTES if index else MAX_CHUNK_READ
+    digest, frame = zeros_frame(limit + 1)
+    key = log.index_key(digest) if index else log.blob_key(digest)
+    await journal.store.create(key, frame)
+    # Version 2 holds the one message: only the blob is wrong.
+    await forge(journal, 2, [f"#1{digest}" if index else digest], 1)
+    asked: list[int] = []
+    decompress = compression.decompress
+
+    def watched(data: bytes | memoryview, *limits: int) -> bytes:
+        asked.append(limits[0] if limits else -1)  # -1: no limit given
+        return decompress(data, *limits)
+
+    monkeypatch.setattr(compression, "decompress", watched)
+    state, warnings = await journal.load_with_warnings(KEY)
+    assert len(state.context) == 1
+    assert asked == [limit]
+    assert len(warnings) == 1
+    assert "checkpoint 2 is corrupt" in warnings[0]
+    assert f"{limit + 1} bytes, more than the {limit}" in warnings[0]
+    report = await journal.verify(KEY)
+    assert {p.version for p in report.problems} == {2}, report.problems
+    assert any(f"more than the {limit} allowed" in p.message for p in report.problems)
+
+
+async def test_a_chunk_holding_a_message_past_the_limit_still_loads():
+    """The writer stores such a chunk as it is: no load decompresses it."""
+    journal = Journal.open("memory://huge", checkpoint_every=0, compression="zstd")
+    text = "x" * (MAX_CHUNK_READ + 1)
+    async with journal.writer(KEY, holder="w") as w:
+        await w.append([MessageAppended(Msg("user", text, id="big"))])
+        await w.checkpoint()
+    state, warnings = await journal.load_with_warnings(KEY)
+    assert warnings == []
+    assert state.context[0].content == text
+    assert (await journal.verify(KEY)).ok

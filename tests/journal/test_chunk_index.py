@@ -411,10 +411,11 @@ async def test_a_reopened_writer_does_not_put_the_index_blobs_again(
         *,
         derived: bool = False,
         index: bool = False,
+        limit: int | None = None,
     ) -> None:
         if index:
             puts.extend(digest for digest, _ in blobs)
-        await put_blobs(self, blobs, derived=derived, index=index)
+        await put_blobs(self, blobs, derived=derived, index=index, limit=limit)
 
     monkeypatch.setattr(ThreadLog, "put_blobs", recording)
     j = Journal.open(root, fsync=False, checkpoint_every=0, log_spans="never")
