@@ -111,13 +111,18 @@ async def test_hostile_ids_never_escape_the_root(tmp_path, segments):
             files += 1
     assert files > len(keys)
     # ... and each thread's objects are under its own prefix: its log directory
-    # holds its two records (as files, or as frames of one segment file), and a
-    # store rooted at the thread's directory finds exactly those.
+    # holds its two records (as files, or as frames of one segment file; a store
+    # writing files leaves the segment file empty, the lock that keeps a framed
+    # create of the same name out), and a store rooted at the thread's directory
+    # finds exactly those.
     names = [f"{v:020d}.rec" for v in (1, 2)]
+    segment = ".seg-00000000000000000000"
     for key in keys:
         thread = root.joinpath(*key.segments)
-        files = [".seg-00000000000000000000"] if segments else names
+        files = [segment] if segments else sorted([segment, *names])
         assert sorted(os.listdir(thread / "log")) == files
+        if not segments:
+            assert os.path.getsize(thread / "log" / segment) == 0
         assert await LocalStore(thread).list("log/") == [f"log/{n}" for n in names]
     await check_each(Journal.open(root, segments=not segments), keys)
     listed = [k async for k in Journal.open(root).threads()]
