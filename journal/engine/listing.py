@@ -87,10 +87,15 @@ def thread_pattern(
     user_id: str | EllipsisType | None = ...,
     session_id: str | None = None,
 ) -> tuple[str | None, ...]:
-    """The five path segments the filters fix (None: any), as listing selects."""
+    """The five path segments the filters fix (None: any), as listing selects.
 
-    def fixed(value: str | None) -> str | None:
-        return None if value is None else encode_segment(value)
+    Raises:
+        InvalidKeyError: A filter names an id no thread key could hold (empty, too
+            long, control characters), as a ``ThreadKey`` would refuse it.
+    """
+
+    def fixed(value: str | None, field: str) -> str | None:
+        return None if value is None else encode_segment(check_id(value, field))
 
     user: str | None
     if user_id is None:
@@ -98,8 +103,14 @@ def thread_pattern(
     elif user_id is ...:
         user = None
     else:
-        user = encode_segment(user_id)
-    return (fixed(namespace), fixed(agent_id), user, fixed(session_id), None)
+        user = fixed(user_id, "user_id")
+    return (
+        fixed(namespace, "namespace"),
+        fixed(agent_id, "agent_id"),
+        user,
+        fixed(session_id, "session_id"),
+        None,
+    )
 
 
 async def thread_paths(
