@@ -17,6 +17,7 @@ from journal import (
     ThreadKey,
 )
 from journal.engine.log import ThreadLog
+from journal.layout import ThreadLayout
 from stores.memory import MemoryStore
 
 _names = itertools.count()
@@ -145,8 +146,10 @@ async def test_erase_removes_long_id_threads_that_cannot_be_named(
     journal: Journal, clock: Clock, caplog: pytest.LogCaptureFixture
 ):
     """A thread whose path hashes an id too long for it is named by its first
-    record. Retention removed that record here: erase still deletes the thread
-    (its path matches), and says it could not name it."""
+    record, and after retention by its ``RETENTION`` marker. Retention removed
+    that record here, and the marker names no key (as earlier versions wrote
+    it): erase still deletes the thread (its path matches), and says it could
+    not name it."""
     named = ThreadKey("a", "s1", "alice")
     long = ThreadKey("a", "S" * 200, "alice")
     other = ThreadKey("a", "S" * 200, "bob")
@@ -156,6 +159,10 @@ async def test_erase_removes_long_id_threads_that_cannot_be_named(
     assert await journal.retain(long) is not None
     assert await journal.retain(other) is not None
     assert await journal.first_version(long) > 1
+    retention = ThreadLayout.of(long).retention_key
+    data, etag = await journal.store.read(retention)
+    earlier = {k: v for k, v in msgspec.json.decode(data).items() if k != "key"}
+    await journal.store.replace(retention, msgspec.json.encode(earlier), if_match=etag)
 
     with caplog.at_level("WARNING"):
         erased = await journal.erase(user_id="alice")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from journal import codec
 from journal import events as ev
 from journal.errors import (
@@ -216,10 +218,17 @@ def _keys_of(
 async def _key_from_record(
     store: ObjectStore, segments: tuple[str, ...], keyring: Keyring | None = None
 ) -> ThreadKey | None:
-    """The key of a thread whose path hashes an id: its ``ThreadCreated`` names it."""
+    """The key of a thread whose path hashes an id: its ``ThreadCreated`` names it.
+
+    Once retention removed that record, its ``RETENTION`` marker does.
+    """
     prefix = "/".join(segments)
+    layout = ThreadLayout(prefix)
     try:
-        data, _ = await store.read(ThreadLayout(prefix).record_key(1))
+        data, _ = await store.read(layout.record_key(1))
+    except ObjectNotFoundError:
+        return await _key_from_marker(store, layout.retention_key, segments)
+    try:
         if codec.is_encrypted_record(data) and keyring is not None:
             cipher = ThreadCipher(keyring, prefix)
             await cipher.load()
@@ -245,3 +254,36 @@ async def _key_from_record(
                 event.namespace,
             )
     return None
+
+
+async def _key_from_marker(
+    store: ObjectStore, retention_key: str, segments: tuple[str, ...]
+) -> ThreadKey | None:
+    """The key a ``RETENTION`` marker names, if it is the key of this path.
+
+    The marker is not signed: ids that do not encode to the path it lies in (a
+    marker copied from another thread, or forged) name nothing.
+    """
+    (data,) = await store.read_many([retention_key])
+    if data is None:
+        return None
+    try:
+        ids = msgspec.json.decode(data, type=_MarkerIds).key
+        if ids is None:
+            return None  # a marker of an earlier version
+        key = ThreadKey(
+            str(ids["agent_id"]),
+            str(ids["session_id"]),
+            ids.get("user_id"),
+            str(ids["thread_id"]),
+            str(ids["namespace"]),
+        )
+    except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+        return None
+    return key if key.segments == segments else None
+
+
+class _MarkerIds(msgspec.Struct):
+    """The part of a ``RETENTION`` marker that names its thread."""
+
+    key: dict[str, str | None] | None = None

@@ -104,11 +104,16 @@ class RetentionMarker(msgspec.Struct, frozen=True):
         first_retained: The lowest version kept (the checkpoint's own record).
         checkpoint: The checkpoint that readers must start from (or after).
         removed_at: When the removal was decided (wall clock).
+        key: The thread's ids (``namespace``, ``agent_id``, ``user_id``,
+            ``session_id``, ``thread_id``), which its ``ThreadCreated`` at version
+            1 held: listing names a thread whose path hashes a long id by them
+            once that record is gone. Absent in markers of earlier versions.
     """
 
     first_retained: int
     checkpoint: int
     removed_at: float
+    key: dict[str, str | None] | None = None
 
 
 _marker_decoder = msgspec.json.Decoder(RetentionMarker)

@@ -67,7 +67,19 @@ async def retain(
     # held; it was written without a sync. As stored now (its spans below the
     # retained version rewritten), with every chunk and chunk index it names.
     await flush_stored_checkpoint(log, chosen)
-    marker = RetentionMarker(chosen, chosen, now)
+    key = log.key
+    marker = RetentionMarker(
+        chosen,
+        chosen,
+        now,
+        {
+            "namespace": key.namespace,
+            "agent_id": key.agent_id,
+            "user_id": key.user_id,
+            "session_id": key.session_id,
+            "thread_id": key.thread_id,
+        },
+    )
     await log.write_retention(marker)
     if await log.read_hint() < chosen:
         await log.write_hint(chosen)
