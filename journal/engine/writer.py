@@ -64,6 +64,8 @@ Mutation = Callable[[AgentState], AgentState | None]
 """A state change for :meth:`ThreadWriter.update`: edit in place or return anew."""
 
 _TRANSIENT_RETRIES = 4
+# How many times the fence is worked out again after records met on its way.
+_FENCE_ATTEMPTS = 64
 LEFTOVER_AGE = 3600.0
 """Temporary files of interrupted writes older than this (seconds) are removed by
 the next writer, after its fence (a younger one may be a reader's checkpoint)."""
@@ -280,36 +282,7 @@ class ThreadWriter:
                 raise VersionConflictError(
                     self.label, 0, self.version, "the thread already exists"
                 )
-            events: list[object] = []
-            if self.version == 0:
-                k = self.key
-                events.append(
-                    ev.ThreadCreated(
-                        k.agent_id, k.session_id, k.user_id, k.thread_id, k.namespace
-                    )
-                )
-            events.append(ev.LeaseAcquired(self.epoch, self.holder))
-            recover = options.recover_runs and self.state.active_run_id is not None
-            if recover and self.state.active_run_id is not None:
-                events.append(
-                    ev.RunInterrupted(
-                        self.state.active_run_id, reason="recovered", by="recovery"
-                    )
-                )
-            events.extend(options.fence_events)
-            if (
-                options.defer_fence
-                and not recover
-                and not options.fence_events
-                and not create_only
-            ):
-                self._fence_pending = events
-            else:
-                await self._commit(events, None, None, None)
-            if create_only and self.base_version != 0:
-                raise VersionConflictError(
-                    self.label, 0, self.base_version, "the thread already exists"
-                )
+            await self._commit_fence()
         except BaseException:
             await self._release()
             raise
@@ -322,6 +295,68 @@ class ThreadWriter:
         self._renewer = asyncio.create_task(
             self._renew_loop(), name=f"lease-renewal {self.label}"
         )
+
+    async def _commit_fence(self) -> None:
+        """Commit the fence record, or defer it to the first record.
+
+        The fence is committed as the sequel of the state it was worked out from
+        (``expected_version``): a previous holder may commit records between the
+        rebuild and the fence (a zombie of our holder id, or a writer whose lease
+        expired), and the fence must not recover a run they completed, leave
+        alone a run they started, or create a thread they created. The records
+        met are taken in and the fence worked out again on the state they make.
+
+        Raises:
+            VersionConflictError: ``create_only``, and a record was found at
+                version 1 (a racing writer created the thread).
+            StorageError: Records kept landing before the fence (transient).
+        """
+        options = self.options
+        recover = options.recover_runs and self.state.active_run_id is not None
+        if (
+            options.defer_fence
+            and not recover
+            and not options.fence_events
+            and not options.create_only
+        ):
+            self._fence_pending = self._fence_events(recover=False)
+            return
+        for _ in range(_FENCE_ATTEMPTS):
+            seen = self.version
+            recover = options.recover_runs and self.state.active_run_id is not None
+            try:
+                await self._commit(self._fence_events(recover), None, None, seen)
+            except VersionConflictError as exc:
+                if self.version == seen:
+                    raise
+                if options.create_only:
+                    # Any record there is another writer's creation of the thread.
+                    raise VersionConflictError(
+                        self.label, 0, self.version, "the thread already exists"
+                    ) from exc
+                continue
+            return
+        raise StorageError(
+            f"{self.label}: a previous writer's records kept landing before the fence",
+            transient=True,
+        )
+
+    def _fence_events(self, recover: bool) -> list[object]:
+        """The fence's events, as the state taken in so far makes them."""
+        events: list[object] = []
+        if self.version == 0:
+            k = self.key
+            events.append(
+                ev.ThreadCreated(
+                    k.agent_id, k.session_id, k.user_id, k.thread_id, k.namespace
+                )
+            )
+        events.append(ev.LeaseAcquired(self.epoch, self.holder))
+        run_id = self.state.active_run_id
+        if recover and run_id is not None:
+            events.append(ev.RunInterrupted(run_id, reason="recovered", by="recovery"))
+        events.extend(self.options.fence_events)
+        return events
 
     async def _renew_loop(self) -> None:
         # Half a TTL after the lease was last written, not after the fence landed.
@@ -613,14 +648,18 @@ class ThreadWriter:
                     f"events[{index}].{refused[0]}",
                     refused[1],
                 )
-        if self._fence_pending:
-            events = [*self._fence_pending, *events]
-            if local_events is not None:
-                local_events = [*self._fence_pending, *local_events]
         # 32 random hex digits, as uuid4().hex gives, at a sixth of its cost.
         batch = batch_id or os.urandom(16).hex()
         attempts = 0
         while True:
+            # A deferred fence as it stands at this attempt: a record taken in on
+            # the way (our own first record, landed unseen) may have carried it,
+            # and a previous holder's may have created the thread.
+            wire, local = events, local_events
+            if self._fence_pending:
+                wire = [*self._fence_pending, *events]
+                if local_events is not None:
+                    local = [*self._fence_pending, *local_events]
             version = self.version + 1
             committed_at = self.settings.clock()
             encoded = codec.encode_record(
@@ -631,7 +670,7 @@ class ThreadWriter:
                 run_id=run_id,
                 committed_at=committed_at,
                 prev_hash=self._head_hash,
-                events=events,
+                events=wire,
                 blob_threshold=self.settings.blob_threshold,
                 compress=self.settings.compress,
             )
@@ -658,11 +697,11 @@ class ThreadWriter:
                     continue
                 raise
             self._attempted.pop(version, None)
-            if local_events is None:
+            if local is None:
                 # What readers will decode: the writer's state is then exactly a
                 # reader's (a tuple is a list in both) and shares nothing mutable
                 # with the caller's events.
-                local_events = encoded.events if encoded.events is not None else events
+                local = encoded.events if encoded.events is not None else wire
             record = codec.Record(
                 version,
                 self.epoch,
@@ -672,7 +711,7 @@ class ThreadWriter:
                 committed_at,
                 self._head_hash.hex(),
                 encoded.hash.hex(),
-                local_events,
+                local,
                 len(encoded.data),
             )
             self._advance(record, encoded.hash, encoded.content_digest)
@@ -807,6 +846,10 @@ class ThreadWriter:
         self._head_hash = digest
         if record.epoch == self.epoch:
             self._fence_pending = []  # it travelled in this record
+        elif self._fence_pending:
+            # A previous holder's record, taken in before our deferred fence: a
+            # thread it created must not be created again by our first record.
+            self._fence_pending = self._fence_events(recover=False)
         self._window.add(record.version, record.batch_id, content_digest)
         if self.settings.policy.due(self.version, self._last_checkpoint, state.context):
             self._schedule_checkpoint()

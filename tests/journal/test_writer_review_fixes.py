@@ -1,0 +1,204 @@
+"""The writer's fence, ``create_only``, and the release of its lease on close.
+
+Each test failed before the fix it names, found by review:
+- a deferred fence travelled in two records when the writer's first record had
+  landed with its reply lost and the next append took it in;
+- the fence record's events were worked out once, from the state rebuilt before
+  the fence, although records a previous holder committed in between were taken in
+  on the way (a completed run interrupted, the next one never recovered, a second
+  ``ThreadCreated``);
+- ``create_only`` let two racing writers both create the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from journal import Journal, SummarySet, ThreadKey
+from journal import events as ev
+from journal.errors import StorageError, VersionConflictError
+from stores.memory import MemoryStore
+
+
+def new_key() -> ThreadKey:
+    return ThreadKey("agent", uuid.uuid4().hex[:12], "alice")
+
+
+async def event_names(j: Journal, key: ThreadKey) -> list[list[str]]:
+    return [[type(e).__name__ for e in r.events] async for r in j.records(key)]
+
+
+class LostReply(MemoryStore):
+    """Applies a create, then reports a failure for the key it is told to."""
+
+    fail_key: str | None = None
+
+    async def create(self, key: str, data: bytes) -> str:
+        etag = await super().create(key, data)
+        if key == self.fail_key:
+            self.fail_key = None
+            raise StorageError("connection reset after the write was applied")
+        return etag
+
+
+async def test_a_deferred_fence_lands_once_after_its_first_record_is_taken_in():
+    store = LostReply(f"deferred-{uuid.uuid4().hex}")
+    j = Journal(store)
+    key = new_key()
+    w = await j.acquire(key, "a", defer_fence=True)
+    store.fail_key = w.log.record_key(1)
+    with pytest.raises(StorageError):
+        await w.append([SummarySet("one")])  # landed at 1, its reply lost
+    record = await w.append([SummarySet("two")])  # takes 1 in, commits 2
+    assert record.version == 2
+    await w.close()
+    assert await event_names(j, key) == [
+        ["ThreadCreated", "LeaseAcquired", "SummarySet"],
+        ["SummarySet"],
+    ]
+    assert (await j.verify(key)).ok
+
+
+class BeforeCreate(MemoryStore):
+    """Runs ``hook`` once, before the create of ``target`` goes ahead."""
+
+    target: str | None = None
+    hook: object = None
+
+    async def create(self, key: str, data: bytes) -> str:
+        if key == self.target and self.hook is not None:
+            hook, self.hook = self.hook, None
+            await hook()  # type: ignore[operator]
+        return await super().create(key, data)
+
+
+async def test_the_fence_is_worked_out_again_from_the_records_met_on_its_way():
+    """A zombie of the same holder finishes its run and starts another while the
+    new writer rebuilds: the fence recovers the run left active, not the one that
+    completed."""
+    store = BeforeCreate(f"stale-fence-{uuid.uuid4().hex}")
+    j = Journal(store)
+    key = new_key()
+    old = await j.acquire(key, "pod-1")
+    await old.append([ev.RunStarted("run-1")], run_id="run-1")
+
+    async def old_goes_on() -> None:
+        await old.append([ev.RunCompleted("run-1")], run_id="run-1")
+        await old.append([ev.RunStarted("run-2")], run_id="run-2")
+
+    store.target = old.log.record_key(old.version + 1)
+    store.hook = old_goes_on
+    new = await j.acquire(key, "pod-1")  # takes its own lease over: epoch 2
+    assert new.state.active_run_id is None
+    await new.close()
+    records = [r async for r in j.records(key)]
+    interrupted = [
+        e.run_id for r in records for e in r.events if isinstance(e, ev.RunInterrupted)
+    ]
+    assert interrupted == ["run-2"]
+    fence = records[-1]
+    assert fence.epoch == new.epoch
+    assert [type(e).__name__ for e in fence.events] == [
+        "LeaseAcquired",
+        "RunInterrupted",
+    ]
+    assert (await j.load(key)).active_run_id is None
+    assert (await j.verify(key)).ok
+
+
+class FirstFenceWaits(MemoryStore):
+    """The first create of record 1 waits until a second one arrives, which then
+    lets the first land before it goes on."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.record_1: str | None = None
+        self.arrivals = 0
+        self.second_here = asyncio.Event()
+        self.first_landed = asyncio.Event()
+
+    async def create(self, key: str, data: bytes) -> str:
+        if key != self.record_1:
+            return await super().create(key, data)
+        self.arrivals += 1
+        if self.arrivals == 1:
+            await self.second_here.wait()
+            try:
+                return await super().create(key, data)
+            finally:
+                self.first_landed.set()
+        if self.arrivals == 2:
+            self.second_here.set()
+            await self.first_landed.wait()
+        return await super().create(key, data)
+
+
+async def _race_two_first_writers(
+    create_only: bool,
+) -> tuple[Journal, ThreadKey, list[object]]:
+    store = FirstFenceWaits(f"race-{uuid.uuid4().hex}")
+    j = Journal(store)
+    key = new_key()
+    store.record_1 = j._log(key).record_key(1)
+
+    async def go(name: str) -> object:
+        try:
+            return await j.acquire(
+                key,
+                "importer",
+                create_only=create_only,
+                fence_events=[SummarySet(name)] if create_only else (),
+            )
+        except VersionConflictError as exc:
+            return exc
+
+    first = asyncio.create_task(go("A"))
+    while store.arrivals < 1:  # A holds epoch 1 and waits at its fence
+        await asyncio.sleep(0)
+    second = asyncio.create_task(go("B"))  # the same holder takes epoch 2
+    results = list(await asyncio.gather(first, second))
+    for result in results:
+        if not isinstance(result, Exception):
+            await result.close()  # type: ignore[attr-defined]
+    return j, key, results
+
+
+async def test_create_only_refuses_when_a_racing_writer_created_the_thread():
+    j, key, results = await _race_two_first_writers(create_only=True)
+    first, second = results
+    assert not isinstance(first, Exception)
+    assert isinstance(second, VersionConflictError)
+    assert "already exists" in str(second)
+    names = await event_names(j, key)
+    assert names == [["ThreadCreated", "LeaseAcquired", "SummarySet"]]
+
+
+async def test_racing_first_writers_create_the_thread_once():
+    j, key, results = await _race_two_first_writers(create_only=False)
+    assert not any(isinstance(r, Exception) for r in results)
+    names = await event_names(j, key)
+    assert names == [["ThreadCreated", "LeaseAcquired"], ["LeaseAcquired"]]
+    assert (await j.verify(key)).ok
+
+
+async def test_a_deferred_fence_does_not_create_a_thread_a_previous_holder_created():
+    """Both writers defer their fences on a new thread; the older commits first,
+    after the takeover, and the newer's first record takes it in."""
+    j = Journal(MemoryStore(f"deferred-race-{uuid.uuid4().hex}"))
+    later = Journal(j.store, clock=lambda: time.time() + 3600)
+    key = new_key()
+    old = await j.acquire(key, "node-a", defer_fence=True)
+    new = await later.acquire(key, "node-b", defer_fence=True)
+    await old.append([SummarySet("old")])  # lands at 1: old saw no fence
+    await new.append([SummarySet("new")])  # takes 1 in, commits 2
+    await old.close()
+    await new.close()
+    assert await event_names(j, key) == [
+        ["ThreadCreated", "LeaseAcquired", "SummarySet"],
+        ["LeaseAcquired", "SummarySet"],
+    ]
+    assert (await j.verify(key)).ok
