@@ -14,6 +14,7 @@ reads those records (:func:`read_spans`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, cast
 
 import msgspec
@@ -44,6 +45,7 @@ from journal.errors import (
     CorruptRecordError,
     EncryptionError,
     ObjectNotFoundError,
+    PreconditionFailedError,
 )
 from journal.events import message_added
 from journal.layout import record_name
@@ -661,12 +663,63 @@ async def store_checkpoint(
     checkpoints before and after (:mod:`journal.chunk_index`).
     """
     rewrite = None
+    floor = 0
     if refs is not None:
         marker = await log.read_retention()
         if marker is not None:
-            refs.forget_before(marker.first_retained)
+            floor = marker.first_retained
+            refs.forget_before(floor)
         if snap.version > refs.max_version:
             rewrite = SPAN_REWRITES
+    digests, indexes, encoded = await _encode_checkpoint(
+        log, snap, chunker, written, clock, step, refs, rewrite
+    )
+    created = await log.create_checkpoint(snap.version, encoded)
+    if created and refs is not None and rewrite is None:
+        # Retention may have run while the spans were planned: its marker was
+        # read before, and its listing of the checkpoints to fix came before this
+        # one existed. Read again now that it exists (see retention.retain).
+        moved = await log.read_retention()
+        if (
+            moved is not None
+            and moved.first_retained > floor
+            and _lowest_span(digests) < moved.first_retained
+        ):
+            refs.forget_before(moved.first_retained)
+            digests, indexes, encoded = await _encode_checkpoint(
+                log, snap, chunker, written, clock, step, refs, rewrite
+            )
+            with contextlib.suppress(ObjectNotFoundError, PreconditionFailedError):
+                # Changed or gone: retention fixed or removed it first.
+                await log.rewrite_checkpoint(snap.version, encoded)
+    if durable and (created or not await _flush_found(log, snap)):
+        if not created:
+            await log.rewrite_checkpoint(snap.version, encoded)
+        await log.flush_checkpoint(snap.version, digests, indexes)
+    if log.signer is not None:
+        # Imported here: a journal without a signing key never loads the sealing.
+        from journal.engine.sealing import write_seal
+
+        await write_seal(log, log.signer, snap.version, snap.record_hash, clock)
+    await log.put_hint(snap.version)
+
+
+async def _encode_checkpoint(
+    log: ThreadLog,
+    snap: Snapshot,
+    chunker: ChunkEncoder,
+    written: set[str],
+    clock: Callable[[], float],
+    step: Callable[[], None] | None,
+    refs: LogRefs | None,
+    rewrite: int | None,
+) -> tuple[list[str], list[str], bytes]:
+    """Plan a checkpoint's chunks, store the new ones, and encode it.
+
+    Returns:
+        The chunk references (spans and digests, before grouping into indexes),
+        the digests of the index blobs grouping them, and the encoded checkpoint.
+    """
     digests, fresh = await plan_chunks(
         chunker, snap.messages, written, step, refs, rewrite
     )
@@ -695,15 +748,10 @@ async def store_checkpoint(
         len(snap.messages),
         snap.batches,
     )
-    encoded = codec.encode_checkpoint(body)
-    created = await log.create_checkpoint(snap.version, encoded)
-    if durable and (created or not await _flush_found(log, snap)):
-        if not created:
-            await log.rewrite_checkpoint(snap.version, encoded)
-        await log.flush_checkpoint(snap.version, digests, (d for d, _ in indexes))
-    if log.signer is not None:
-        # Imported here: a journal without a signing key never loads the sealing.
-        from journal.engine.sealing import write_seal
+    return digests, [d for d, _ in indexes], codec.encode_checkpoint(body)
 
-        await write_seal(log, log.signer, snap.version, snap.record_hash, clock)
-    await log.put_hint(snap.version)
+
+def _lowest_span(refs: list[str]) -> float:
+    """The lowest version a log span among ``refs`` starts at (inf: none)."""
+    firsts = [s.first for r in refs if r[:1] == "@" and (s := LogSpan.parse(r))]
+    return min(firsts, default=float("inf"))

@@ -81,6 +81,13 @@ async def retain(
         },
     )
     await log.write_retention(marker)
+    # A writer may have created a checkpoint since the listing above, its spans
+    # planned from the marker before this one: fixed now, before any record it
+    # names goes. One created after this listing is the writer's to fix: it reads
+    # the marker again once its checkpoint exists (see store_checkpoint).
+    for version in await log.checkpoint_versions():
+        if version > chosen:
+            await _spans_below(log, version, chosen)
     if await log.read_hint() < chosen:
         await log.write_hint(chosen)
     # Checkpoints first: a reader that cannot find its old checkpoint looks up the
