@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY_MAX_TTL",
     "MAX_CLOCK_SKEW",
+    "RELEASED_EXPIRY",
     "LeaseRead",
     "LeaseRecord",
     "LeaseState",
@@ -62,6 +63,10 @@ MAX_CLOCK_SKEW = 3600.0
 """Seconds a writer's clock may run ahead of a reader's before its lease's expiry,
 further ahead than its ttl allows, is no longer believed."""
 
+RELEASED_EXPIRY = 0.0
+"""The ``expires_at`` of a released lease: past by any clock, so that any holder
+takes it at once, however far behind the releaser's clock its own runs."""
+
 LEGACY_MAX_TTL = 86400.0
 """The longest ttl believed of a ``LEASE`` that records none (one day)."""
 
@@ -75,7 +80,8 @@ class LeaseRecord(msgspec.Struct, frozen=True):
     Attributes:
         holder: The holder id of the writer ("" for a lease that proves nothing).
         epoch: The fencing epoch; strictly increases with every acquisition.
-        expires_at: Wall-clock seconds after which another holder may take over.
+        expires_at: Wall-clock seconds after which another holder may take over;
+            :data:`RELEASED_EXPIRY` once its holder released it.
         acquired_at: When this epoch was acquired (renewals keep it).
         ttl: The lease duration the holder renews it for; 0.0 when not recorded
             (a ``LEASE`` written before the field existed).

@@ -26,7 +26,7 @@ from journal.checkpoint import ChunkEncoder
 from journal.engine.batches import DIGEST_SIZE, BatchWindow
 from journal.engine.checkpoints import LogRefs, Snapshot, put_chunks, store_checkpoint
 from journal.engine.diff import diff_states
-from journal.engine.lease import LeaseRecord, LeaseState
+from journal.engine.lease import RELEASED_EXPIRY, LeaseRecord, LeaseState
 from journal.engine.replay import rebuild
 from journal.errors import (
     CorruptRecordError,
@@ -189,6 +189,8 @@ class ThreadWriter:
         self._lease_lock = asyncio.Lock()
         # The fence events a deferred fence adds to the first record.
         self._fence_pending: list[object] = []
+        # The release of the lease, once started (see _release).
+        self._releasing: asyncio.Task[None] | None = None
 
     @property
     def label(self) -> str:
@@ -456,24 +458,57 @@ class ThreadWriter:
         return self._fenced
 
     async def _release(self) -> None:
-        lease = self._lease
-        self._lease = None
-        if lease is None or self._fenced is not None or lease.record.idle:
-            # An idle lease is free to take already: expiring it would add a PUT.
+        """Release the lease, once, finishing even if the caller is cancelled.
+
+        The release runs as a task of its own, shielded: a caller cancelled while
+        it runs (a ``close()`` under a timeout) does not leave the lease held, and
+        a later ``close()`` waits for the same release instead of returning early.
+        """
+        if self._releasing is None:
+            lease, self._lease = self._lease, None
+            if lease is None:
+                return
+            self._releasing = asyncio.create_task(
+                self._release_lease(lease), name=f"lease-release {self.label}"
+            )
+        await asyncio.shield(self._releasing)
+
+    async def _release_lease(self, lease: LeaseState) -> None:
+        fenced = self._fenced
+        if fenced is not None and fenced.current_epoch not in (None, self.epoch):
+            return  # a later epoch holds LEASE: nothing of ours to release
+        if fenced is None and lease.record.idle:
+            # An idle lease is free to take already: releasing it would add a PUT.
             return
-        record = msgspec.structs.replace(lease.record, expires_at=self.settings.clock())
+        # Expired at 0.0, not at "now" by our clock, which would keep out a holder
+        # whose clock is behind ours (or ours after a step back). Not marked idle:
+        # readers that predate the flag would find the checksum wrong, and take
+        # every closed thread's lease for damaged. The epoch stays, so the next
+        # writer fences above it.
+        record = msgspec.structs.replace(lease.record, expires_at=RELEASED_EXPIRY)
         async with self._lease_lock:
             with contextlib.suppress(JournalError):
-                try:
-                    await self.log.write_lease(record, lease.etag, durable=False)
-                except PreconditionFailedError:
-                    # A write of ours may have landed with its reply lost (a
-                    # renewal, or one cancelled mid-flight by close): if LEASE is
-                    # still this acquisition's, release it at its etag, or it
-                    # stays busy until its ttl runs out.
-                    current, etag = await self.log.read_lease()
-                    if self._ours(current, lease):
-                        await self.log.write_lease(record, etag, durable=False)
+                if fenced is None:
+                    try:
+                        await self.log.write_lease(record, lease.etag, durable=False)
+                    except PreconditionFailedError:
+                        pass  # looked at below
+                    else:
+                        return
+                # A write of ours may have landed with its reply lost (a renewal,
+                # an idle mark, one cancelled mid-flight by close), or this
+                # writer fenced itself (an idle mark that failed, its lease timed
+                # out here) while LEASE stayed its own: if LEASE is still this
+                # acquisition's and busy, release it at its etag, or it stays
+                # busy until its ttl runs out.
+                current, etag = await self.log.read_lease()
+                busy = (
+                    current is not None
+                    and not current.idle
+                    and current.expires_at != RELEASED_EXPIRY
+                )
+                if busy and self._ours(current, lease):
+                    await self.log.write_lease(record, etag, durable=False)
 
     async def set_idle(self, idle: bool) -> bool:
         """Mark the lease idle (takeable by anyone) or busy again, renewing it.
@@ -521,25 +556,36 @@ class ThreadWriter:
         since the last one) is taken now, without waiting for the chunk boundary
         an open writer waits for: a closed thread's next reader would otherwise
         replay those records on every load until a writer came back. A
-        checkpoint already running is finished. The epoch is kept, so the next
-        writer fences at ``epoch + 1``.
+        checkpoint already running is finished. The lease is released (its
+        expiry set to 0.0, so any holder takes it at once whatever its clock)
+        even when ``close()`` is cancelled meanwhile; a later ``close()`` waits
+        for that release. A writer that stopped itself (its lease timed out
+        here, an idle mark failed) releases the lease too while it is still this
+        writer's. The epoch is kept, so the next writer fences at ``epoch + 1``.
         """
         if self._closed:
+            # A close cancelled earlier: finish (or wait for) its release.
+            await self._release()
             return
         self._closed = True
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-        if self._fenced is None and self.settings.policy.due(
-            self.version, self._last_checkpoint
-        ):
-            self._schedule_checkpoint()
-        if self._checkpointer is not None:
-            # Derived data: however the background checkpoint ended (failed, or
-            # its task cancelled), closing goes on; its done callback logged it.
-            await asyncio.wait([self._checkpointer])
-        await self._release()
+        try:
+            if self._renewer is not None:
+                self._renewer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._renewer
+            if self._fenced is None and self.settings.policy.due(
+                self.version, self._last_checkpoint
+            ):
+                self._schedule_checkpoint()
+            if self._checkpointer is not None:
+                # Derived data: however the background checkpoint ended (failed,
+                # or its task cancelled), closing goes on; its done callback
+                # logged it.
+                await asyncio.wait([self._checkpointer])
+        finally:
+            # Even when close() is cancelled while waiting above: a lease left
+            # busy would keep every other holder out until its ttl runs out.
+            await self._release()
 
     @property
     def fenced(self) -> bool:

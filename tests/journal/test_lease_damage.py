@@ -85,9 +85,15 @@ async def _records(j: Journal, key: ThreadKey):  # type: ignore[no-untyped-def]
 
 
 def flip_expiry_digit(data: bytes) -> bytes:
-    """Turn the leading digit of ``expires_at`` into a 9: centuries from now."""
+    """Turn the leading digit of ``expires_at`` into a 9: centuries from now.
+
+    A released lease's expiry is 0.0, which a 9 there leaves in the past: its
+    leading digit becomes a 9 followed by ten more digits, still centuries ahead.
+    """
     marker = b'"expires_at":'
     at = data.index(marker) + len(marker)
+    if data[at : at + 4] == b"0.0,":
+        return data[:at] + b"99999999999" + data[at + 1 :]
     assert data[at : at + 1] == b"1", data
     return data[:at] + b"9" + data[at + 1 :]
 

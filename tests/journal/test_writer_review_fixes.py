@@ -7,7 +7,11 @@ Each test failed before the fix it names, found by review:
   the fence, although records a previous holder committed in between were taken in
   on the way (a completed run interrupted, the next one never recovered, a second
   ``ThreadCreated``);
-- ``create_only`` let two racing writers both create the thread.
+- ``create_only`` let two racing writers both create the thread;
+- a released lease kept other holders out while the releaser's clock was ahead;
+- a writer that had fenced itself (an idle mark that failed, its lease timed out
+  locally) never released its lease on close;
+- a cancelled ``close()`` left the lease held, and a second ``close()`` did nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import uuid
 
 import pytest
 
-from journal import Journal, SummarySet, ThreadKey
+from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
 from journal import events as ev
-from journal.errors import StorageError, VersionConflictError
+from journal.errors import FencedError, StorageError, VersionConflictError
 from stores.memory import MemoryStore
 
 
@@ -183,6 +187,161 @@ async def test_racing_first_writers_create_the_thread_once():
     names = await event_names(j, key)
     assert names == [["ThreadCreated", "LeaseAcquired"], ["LeaseAcquired"]]
     assert (await j.verify(key)).ok
+
+
+async def test_a_released_lease_is_taken_at_once_by_a_holder_whose_clock_is_behind():
+    store = MemoryStore(f"skew-{uuid.uuid4().hex}")
+    base = time.time()
+    ahead = Journal(store, clock=lambda: base + 5.0)
+    behind = Journal(store, clock=lambda: base)
+    key = new_key()
+    async with ahead.writer(key, "node-a") as w:
+        await w.append([SummarySet("from a")])
+        epoch = w.epoch
+    released, _ = await ahead._log(key).read_lease()
+    assert released is not None
+    assert (released.holder, released.epoch) == ("node-a", epoch)  # epoch kept
+    async with behind.writer(key, "node-b") as w:
+        assert w.epoch == epoch + 1
+        await w.append([SummarySet("from b")])
+    assert (await behind.load(key)).summary == "from b"
+
+
+class FailReplaceOnce(MemoryStore):
+    """Fails the next ``replace`` before anything is applied."""
+
+    fail = False
+
+    async def replace(self, key: str, data: bytes, *, if_match: str | None) -> str:
+        if self.fail:
+            self.fail = False
+            raise StorageError("timeout before the request was sent")
+        return await super().replace(key, data, if_match=if_match)
+
+    async def replace_unsynced(
+        self, key: str, data: bytes, *, if_match: str | None
+    ) -> str:
+        return await self.replace(key, data, if_match=if_match)
+
+
+async def test_a_writer_fenced_by_a_failed_idle_mark_releases_its_lease_on_close():
+    store = FailReplaceOnce(f"idle-fail-{uuid.uuid4().hex}")
+    j = Journal(store)
+    key = new_key()
+    w = await j.acquire(key, "node-a")
+    await w.append([SummarySet("x")])
+    store.fail = True
+    assert not await w.set_idle(True)
+    assert w.fenced
+    await w.close()
+    other = await j.acquire(key, "node-b")
+    assert other.epoch == w.epoch + 1
+    await other.close()
+
+
+async def test_a_writer_whose_lease_timed_out_locally_releases_it_on_close():
+    j = Journal(MemoryStore(f"timeout-{uuid.uuid4().hex}"))
+    key = new_key()
+    w = await j.acquire(key, "node-a")
+    # As if the loop had stalled past the lease's safe margin: the writer stops
+    # committing, though no one took LEASE.
+    w._valid_until = time.monotonic() - 1.0
+    with pytest.raises(FencedError):
+        await w.append([SummarySet("late")])
+    await w.close()
+    other = await j.acquire(key, "node-b")
+    assert other.epoch == w.epoch + 1
+    await other.close()
+
+
+async def test_a_writer_fenced_by_another_leaves_that_writers_lease_alone():
+    j = Journal(MemoryStore(f"fenced-{uuid.uuid4().hex}"))
+    later = Journal(j.store, clock=lambda: time.time() + 3600)
+    key = new_key()
+    old = await j.acquire(key, "node-a")
+    new = await later.acquire(key, "node-b")
+    with pytest.raises(FencedError):
+        await old.append([SummarySet("too late")])
+    await old.close()
+    held, _ = await j._log(key).read_lease()
+    assert held is not None
+    assert (held.holder, held.epoch) == ("node-b", new.epoch)
+    assert not held.idle
+    assert held.expires_at > later.clock()
+    await new.close()
+
+
+class SlowCheckpoints(MemoryStore):
+    """Checkpoint writes wait for ``go``; ``entered`` is set when one does."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.go = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def create_derived(self, key: str, data: bytes) -> bool:
+        if "/checkpoints/" in key:
+            self.entered.set()
+            await self.go.wait()
+        return await super().create_derived(key, data)
+
+
+async def test_a_close_cancelled_while_a_checkpoint_runs_still_releases_the_lease():
+    store = SlowCheckpoints(f"cancel-close-{uuid.uuid4().hex}")
+    j = Journal(store, checkpoint_every=1)
+    key = new_key()
+    w = await j.acquire(key, "node-a")
+    await w.append([MessageAppended(Msg("user", "m"))])
+    await store.entered.wait()  # the background checkpoint waits
+    closing = asyncio.create_task(w.close())
+    for _ in range(10):  # until close() waits for that checkpoint
+        await asyncio.sleep(0)
+    assert not closing.done()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    other = await j.acquire(key, "node-b")
+    assert other.epoch == w.epoch + 1
+    store.go.set()
+    await w.close()  # nothing left to do
+    await other.close()
+
+
+class SlowRelease(MemoryStore):
+    """Writes of a lease marked idle (the release) wait for ``go``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.go = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.hold = False
+
+    async def replace_unsynced(
+        self, key: str, data: bytes, *, if_match: str | None
+    ) -> str:
+        if self.hold and key.endswith("/LEASE"):
+            self.entered.set()
+            await self.go.wait()
+        return await super().replace_unsynced(key, data, if_match=if_match)
+
+
+async def test_a_second_close_finishes_a_release_the_first_was_cancelled_in():
+    store = SlowRelease(f"cancel-release-{uuid.uuid4().hex}")
+    j = Journal(store)
+    key = new_key()
+    w = await j.acquire(key, "node-a")
+    await w.append([SummarySet("x")])
+    store.hold = True
+    closing = asyncio.create_task(w.close())
+    await store.entered.wait()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    store.go.set()
+    await w.close()
+    other = await j.acquire(key, "node-b")
+    assert other.epoch == w.epoch + 1
+    await other.close()
 
 
 async def test_a_deferred_fence_does_not_create_a_thread_a_previous_holder_created():
