@@ -412,6 +412,11 @@ def _lease_line(lease: LeaseView | None, now: float) -> str:
         return "lease: none"
     if lease.damage is not None:
         return f"lease: damaged ({lease.damage}); it proves no holder"
+    if lease.expires_at <= 0 and not lease.live:
+        # A closed writer's release (the engine's RELEASED_EXPIRY, not imported:
+        # a cold command loads no more than it prints): no time to show.
+        holder = f" by {lease.holder}" if lease.holder else ""
+        return f"lease: released{holder} (epoch {lease.epoch}); anyone may take it"
     when = f"{format_time(lease.expires_at)} ({format_relative(lease.expires_at, now)})"
     if lease.live:
         return f"lease: held by {lease.holder} (epoch {lease.epoch}) until {when}"

@@ -526,6 +526,23 @@ def test_recover_writes_nothing_when_nothing_needs_recovery(root, capsys):
     assert len(read_thread(root)[0]) == len(before)
 
 
+def test_a_released_lease_reads_as_released_not_as_expired_in_1970(root, capsys):
+    """A closed writer releases its lease with an expiry of 0 (past by any clock):
+    fails when the line reads it as a lease that expired at the epoch."""
+
+    async def write_and_close() -> None:
+        journal = Journal.open(root, fsync=False)
+        async with journal.writer(KEY, holder="someone-else") as w:
+            await w.append([RunStarted("r4")], run_id="r4")
+            await w.append([RunCompleted("r4")], run_id="r4")
+
+    asyncio.run(write_and_close())
+    code, out, _ = run(capsys, "--root", str(root), "recover", *THREAD)
+    assert code == 0
+    assert "1970" not in out
+    assert re.search(r"lease: released by someone-else \(epoch \d+\)", out), out
+
+
 # --- verify ------------------------------------------------------------------------
 
 
