@@ -48,6 +48,19 @@ async def forge(
     await log.put_hint(version)
 
 
+def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the chunks loads decode from now on, in order."""
+    decoded: list[int] = []
+
+    def counting(data: bytes | memoryview) -> list[Msg]:
+        messages = decode_chunk(data)
+        decoded.append(len(messages))
+        return messages
+
+    monkeypatch.setattr(checkpoints, "decode_chunk", counting)
+    return decoded
+
+
 async def test_a_repeated_chunk_is_decoded_once_and_refused_past_the_count(
     monkeypatch,
 ):
@@ -65,14 +78,7 @@ async def test_a_repeated_chunk_is_decoded_once_and_refused_past_the_count(
     await log.put_blobs([(index1, level1), (index2, level2)], index=True)
     # 4,096 references to one chunk of 200 messages: 819,200 messages if built.
     await forge(journal, 1, [f"#2{index2}"], FANOUT * FANOUT)
-    decoded: list[int] = []
-
-    def counting(data: bytes | memoryview) -> list[Msg]:
-        messages = decode_chunk(data)
-        decoded.append(len(messages))
-        return messages
-
-    monkeypatch.setattr(checkpoints, "decode_chunk", counting)
+    decoded = count_decodes(monkeypatch)
     state, warnings = await journal.load_with_warnings(KEY)
     assert len(state.context) == 1
     assert decoded == [200]
@@ -92,14 +98,7 @@ async def test_a_repeated_chunk_of_a_real_context_loads(monkeypatch):
                 await w.append([MessageAppended(Msg("user", i, id=i))])
         await w.checkpoint()
         head = w.version
-    decoded: list[int] = []
-
-    def counting(data: bytes | memoryview) -> list[Msg]:
-        messages = decode_chunk(data)
-        decoded.append(len(messages))
-        return messages
-
-    monkeypatch.setattr(checkpoints, "decode_chunk", counting)
+    decoded = count_decodes(monkeypatch)
     state, warnings = await journal.load_with_warnings(KEY)
     assert warnings == []
     assert state.version == head

@@ -257,6 +257,27 @@ async def test_a_hostile_index_reference_is_refused(tmp_path):
         assert "malformed chunk index reference" in warnings[0]
 
 
+async def _plant_index_bomb(
+    j: Journal, levels: int, **claims: object
+) -> codec.CheckpointBody:
+    """Replace the thread's one checkpoint by one naming ``levels`` index blobs of
+    64 references, each naming the one below 64 times, over its first chunk."""
+    layout = ThreadLayout.of(KEY)
+    (body,) = await _checkpoint_bodies(j)
+    ref = (await j.store.list(layout.blob_dir))[0].rsplit("/", 1)[-1]
+    for level in range(1, levels + 1):
+        data = msgspec.msgpack.encode([ref] * INDEX_MAX_REFS)
+        digest = hashlib.sha256(data).hexdigest()
+        await j.store.create(layout.index_key(digest), data)
+        ref = f"#{level}{digest}"
+    bomb = msgspec.structs.replace(body, chunks=[ref], **claims)
+    await j.store.delete(layout.checkpoint_key(body.version))
+    await j.store.create(
+        layout.checkpoint_key(body.version), codec.encode_checkpoint(bomb)
+    )
+    return bomb
+
+
 async def test_indexes_naming_more_chunks_than_the_checkpoint_holds_are_refused(
     tmp_path, monkeypatch
 ):
@@ -266,20 +287,7 @@ async def test_indexes_naming_more_chunks_than_the_checkpoint_holds_are_refused(
     root = str(tmp_path)
     ids = await _long_thread(root, 100, 100)
     async with Journal.open(root) as j:
-        layout = ThreadLayout.of(KEY)
-        (body,) = await _checkpoint_bodies(j)
-        chunk = (await j.store.list(layout.blob_dir))[0].rsplit("/", 1)[-1]
-        ref = chunk
-        for level in (1, 2, 3):
-            data = msgspec.msgpack.encode([ref] * INDEX_MAX_REFS)
-            digest = hashlib.sha256(data).hexdigest()
-            await j.store.create(layout.index_key(digest), data)
-            ref = f"#{level}{digest}"
-        bomb = msgspec.structs.replace(body, chunks=[ref])
-        await j.store.delete(layout.checkpoint_key(body.version))
-        await j.store.create(
-            layout.checkpoint_key(body.version), codec.encode_checkpoint(bomb)
-        )
+        await _plant_index_bomb(j, 3)
         decoded = []
         real = checkpoints.decode_chunk
         monkeypatch.setattr(
@@ -308,20 +316,7 @@ async def test_indexes_standing_for_millions_are_refused_whatever_count_is_claim
     root = str(tmp_path)
     ids = await _long_thread(root, 100, 100)
     async with Journal.open(root) as j:
-        layout = ThreadLayout.of(KEY)
-        (body,) = await _checkpoint_bodies(j)
-        chunk = (await j.store.list(layout.blob_dir))[0].rsplit("/", 1)[-1]
-        ref = chunk
-        for level in (1, 2, 3, 4):
-            data = msgspec.msgpack.encode([ref] * INDEX_MAX_REFS)
-            digest = hashlib.sha256(data).hexdigest()
-            await j.store.create(layout.index_key(digest), data)
-            ref = f"#{level}{digest}"
-        bomb = msgspec.structs.replace(body, chunks=[ref], message_count=2**40)
-        await j.store.delete(layout.checkpoint_key(body.version))
-        await j.store.create(
-            layout.checkpoint_key(body.version), codec.encode_checkpoint(bomb)
-        )
+        await _plant_index_bomb(j, 4, message_count=2**40)
 
         def decode_chunk(raw: bytes) -> object:
             raise AssertionError("a chunk was decoded for the hostile checkpoint")

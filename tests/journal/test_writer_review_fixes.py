@@ -22,10 +22,18 @@ import uuid
 
 import pytest
 
-from journal import Journal, MessageAppended, Msg, SummarySet, ThreadKey
+from journal import (
+    Journal,
+    MessageAppended,
+    Msg,
+    SummarySet,
+    ThreadKey,
+    ThreadWriter,
+)
 from journal import events as ev
 from journal.errors import FencedError, StorageError, VersionConflictError
 from stores.memory import MemoryStore
+from tests.journal._faults import LostReply
 
 
 def new_key() -> ThreadKey:
@@ -36,17 +44,11 @@ async def event_names(j: Journal, key: ThreadKey) -> list[list[str]]:
     return [[type(e).__name__ for e in r.events] async for r in j.records(key)]
 
 
-class LostReply(MemoryStore):
-    """Applies a create, then reports a failure for the key it is told to."""
-
-    fail_key: str | None = None
-
-    async def create(self, key: str, data: bytes) -> str:
-        etag = await super().create(key, data)
-        if key == self.fail_key:
-            self.fail_key = None
-            raise StorageError("connection reset after the write was applied")
-        return etag
+async def taken_next(j: Journal, key: ThreadKey, w: ThreadWriter) -> None:
+    """Another holder takes the thread at once, at the epoch after ``w``'s."""
+    other = await j.acquire(key, "node-b")
+    assert other.epoch == w.epoch + 1
+    await other.close()
 
 
 async def test_a_deferred_fence_lands_once_after_its_first_record_is_taken_in():
@@ -234,9 +236,7 @@ async def test_a_writer_fenced_by_a_failed_idle_mark_releases_its_lease_on_close
     assert not await w.set_idle(True)
     assert w.fenced
     await w.close()
-    other = await j.acquire(key, "node-b")
-    assert other.epoch == w.epoch + 1
-    await other.close()
+    await taken_next(j, key, w)
 
 
 async def test_a_writer_whose_lease_timed_out_locally_releases_it_on_close():
@@ -249,9 +249,7 @@ async def test_a_writer_whose_lease_timed_out_locally_releases_it_on_close():
     with pytest.raises(FencedError):
         await w.append([SummarySet("late")])
     await w.close()
-    other = await j.acquire(key, "node-b")
-    assert other.epoch == w.epoch + 1
-    await other.close()
+    await taken_next(j, key, w)
 
 
 async def test_a_writer_fenced_by_another_leaves_that_writers_lease_alone():
@@ -271,18 +269,25 @@ async def test_a_writer_fenced_by_another_leaves_that_writers_lease_alone():
     await new.close()
 
 
-class SlowCheckpoints(MemoryStore):
-    """Checkpoint writes wait for ``go``; ``entered`` is set when one does."""
+class Gated(MemoryStore):
+    """A store whose chosen writes wait for ``go``; ``entered``: one does."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.go = asyncio.Event()
         self.entered = asyncio.Event()
 
+    async def gate(self) -> None:
+        self.entered.set()
+        await self.go.wait()
+
+
+class SlowCheckpoints(Gated):
+    """Checkpoint writes wait for ``go``."""
+
     async def create_derived(self, key: str, data: bytes) -> bool:
         if "/checkpoints/" in key:
-            self.entered.set()
-            await self.go.wait()
+            await self.gate()
         return await super().create_derived(key, data)
 
 
@@ -307,21 +312,16 @@ async def test_a_close_cancelled_while_a_checkpoint_runs_still_releases_the_leas
     await other.close()
 
 
-class SlowRelease(MemoryStore):
-    """Writes of a lease marked idle (the release) wait for ``go``."""
+class SlowRelease(Gated):
+    """Lease writes wait for ``go`` once ``hold`` is set (the release's)."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.go = asyncio.Event()
-        self.entered = asyncio.Event()
-        self.hold = False
+    hold = False
 
     async def replace_unsynced(
         self, key: str, data: bytes, *, if_match: str | None
     ) -> str:
         if self.hold and key.endswith("/LEASE"):
-            self.entered.set()
-            await self.go.wait()
+            await self.gate()
         return await super().replace_unsynced(key, data, if_match=if_match)
 
 
@@ -339,9 +339,7 @@ async def test_a_second_close_finishes_a_release_the_first_was_cancelled_in():
         await closing
     store.go.set()
     await w.close()
-    other = await j.acquire(key, "node-b")
-    assert other.epoch == w.epoch + 1
-    await other.close()
+    await taken_next(j, key, w)
 
 
 async def test_a_deferred_fence_does_not_create_a_thread_a_previous_holder_created():

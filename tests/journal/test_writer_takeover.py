@@ -28,25 +28,13 @@ from journal.errors import (
 )
 from stores.local import LocalStore
 from stores.memory import MemoryStore
+from tests.journal._faults import LostReply
 from tests.journal._syncs import syncs
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 KEY = ThreadKey("agent", "takeover", "alice")
-
-
-class LostReply(MemoryStore):
-    """Applies a create, then reports a failure for the key it is told to."""
-
-    fail_key: str | None = None
-
-    async def create(self, key: str, data: bytes) -> str:
-        etag = await super().create(key, data)
-        if key == self.fail_key:
-            self.fail_key = None
-            raise StorageError("connection reset after the write was applied")
-        return etag
 
 
 async def test_an_expected_version_append_conflicts_after_an_uncertain_one_landed():
