@@ -290,9 +290,12 @@ class Journal:
         if state.version != head:
             raise StaleStateError(str(key), state.version, head)
         async with self.writer(key, holder, lease_ttl=lease_ttl, wait=wait) as w:
-            # The fence we just wrote changes no state; anything else does.
-            if w.base_version != state.version:
-                raise StaleStateError(str(key), state.version, w.base_version)
+            # The fence we just wrote changes no state; anything else does: a
+            # previous holder's commit met on the fence's way (taken in before
+            # it) as much as one found at the rebuild.
+            before_fence = w.version - 1
+            if w.base_version != state.version or before_fence != state.version:
+                raise StaleStateError(str(key), state.version, before_fence)
             return await w.replace_state(state, reason=reason)
 
     async def checkpoint(self, key: ThreadKey) -> int:
