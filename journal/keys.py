@@ -14,7 +14,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -28,6 +28,8 @@ __all__ = [
     "decode_segment",
     "encode_segment",
     "is_segment",
+    "key_from_ids",
+    "key_ids",
     "key_of_checked_ids",
 ]
 
@@ -426,3 +428,31 @@ def _plain_ids(values: tuple[object, ...]) -> bool:
         ):
             return False
     return True
+
+
+def key_ids(key: ThreadKey) -> dict[str, str | None]:
+    """``key``'s ids by field name, as ``IDS`` and ``RETENTION`` objects hold them."""
+    return {
+        "namespace": key.namespace,
+        "agent_id": key.agent_id,
+        "user_id": key.user_id,
+        "session_id": key.session_id,
+        "thread_id": key.thread_id,
+    }
+
+
+def key_from_ids(ids: Mapping[str, object]) -> ThreadKey:
+    """The key of ids as :func:`key_ids` gives them.
+
+    Raises:
+        InvalidKeyError: An id is missing or not one a key may hold.
+    """
+    fields = ("agent_id", "session_id", "user_id", "thread_id", "namespace")
+    values = [ids.get(field) for field in fields]
+    user = values[2]
+    if any(type(v) is not str for i, v in enumerate(values) if i != 2) or not (
+        user is None or type(user) is str
+    ):
+        raise InvalidKeyError(f"not a thread's ids: {dict(ids)!r}")
+    agent, session, _, thread, namespace = cast("list[str]", values)
+    return ThreadKey(agent, session, user, thread, namespace)

@@ -34,6 +34,7 @@ __all__ = [
     "DURABLE_QUEUE_DIR",
     "DURABLE_ROOT",
     "HINT_NAME",
+    "IDS_NAME",
     "INDEX_DIR",
     "LEASE_NAME",
     "LOG_DIR",
@@ -63,6 +64,9 @@ segment file of their own, not among the chunks read after them."""
 LEASE_NAME = "LEASE"
 HINT_NAME = "LAST_CHECKPOINT"
 RETENTION_NAME = "RETENTION"
+IDS_NAME = "IDS"
+"""A thread's ids (JSON), kept only where its path hashes a long id: written before
+its ``LEASE``, it names the thread before any record does and after retention."""
 
 DURABLE_ROOT = "~durable"
 """The durable turns' index (:mod:`journal.durable.index`), beside the namespaces.
@@ -124,6 +128,7 @@ class ThreadLayout:
         "blob_dir",
         "checkpoint_dir",
         "hint_key",
+        "ids_key",
         "index_dir",
         "lease_key",
         "log_dir",
@@ -140,6 +145,7 @@ class ThreadLayout:
         self.lease_key = f"{prefix}/{LEASE_NAME}"
         self.hint_key = f"{prefix}/{HINT_NAME}"
         self.retention_key = f"{prefix}/{RETENTION_NAME}"
+        self.ids_key = f"{prefix}/{IDS_NAME}"
 
     @classmethod
     def of(cls, key: ThreadKey) -> ThreadLayout:

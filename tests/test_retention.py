@@ -146,10 +146,10 @@ async def test_erase_removes_long_id_threads_that_cannot_be_named(
     journal: Journal, clock: Clock, caplog: pytest.LogCaptureFixture
 ):
     """A thread whose path hashes an id too long for it is named by its first
-    record, and after retention by its ``RETENTION`` marker. Retention removed
-    that record here, and the marker names no key (as earlier versions wrote
-    it): erase still deletes the thread (its path matches), and says it could
-    not name it."""
+    record, its ``IDS`` object, and after retention its ``RETENTION`` marker.
+    Retention removed that record here, and neither the marker nor an ``IDS``
+    names it (as earlier versions wrote them): erase still deletes the thread
+    (its path matches), and says it could not name it."""
     named = ThreadKey("a", "s1", "alice")
     long = ThreadKey("a", "S" * 200, "alice")
     other = ThreadKey("a", "S" * 200, "bob")
@@ -163,6 +163,7 @@ async def test_erase_removes_long_id_threads_that_cannot_be_named(
     data, etag = await journal.store.read(retention)
     earlier = {k: v for k, v in msgspec.json.decode(data).items() if k != "key"}
     await journal.store.replace(retention, msgspec.json.encode(earlier), if_match=etag)
+    assert await journal.store.delete(ThreadLayout.of(long).ids_key)
 
     with caplog.at_level("WARNING"):
         erased = await journal.erase(user_id="alice")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from journal.keys import (
     decode_segment,
     encode_segment,
     is_segment,
+    key_from_ids,
     key_of_checked_ids,
 )
 from journal.layout import ThreadLayout
@@ -227,7 +229,9 @@ async def _key_from_record(
     try:
         data, _ = await store.read(layout.record_key(1))
     except ObjectNotFoundError:
-        return await _key_from_marker(store, layout.retention_key, segments)
+        # Retention removed it, or its writer died before it: the marker and the
+        # IDS object name such a thread (checked against the path).
+        return await _key_from_ids(store, layout, segments)
     try:
         if codec.is_encrypted_record(data) and keyring is not None:
             cipher = ThreadCipher(keyring, prefix)
@@ -256,34 +260,34 @@ async def _key_from_record(
     return None
 
 
-async def _key_from_marker(
-    store: ObjectStore, retention_key: str, segments: tuple[str, ...]
+async def _key_from_ids(
+    store: ObjectStore, layout: ThreadLayout, segments: tuple[str, ...]
 ) -> ThreadKey | None:
-    """The key a ``RETENTION`` marker names, if it is the key of this path.
+    """The key the thread's ``RETENTION`` marker or ``IDS`` names, if it fits.
 
-    The marker is not signed: ids that do not encode to the path it lies in (a
-    marker copied from another thread, or forged) name nothing.
+    Neither is signed: ids that do not encode to the path they lie in (copied
+    from another thread, or forged) name nothing.
     """
-    (data,) = await store.read_many([retention_key])
-    if data is None:
-        return None
-    try:
-        ids = msgspec.json.decode(data, type=_MarkerIds).key
-        if ids is None:
-            return None  # a marker of an earlier version
-        key = ThreadKey(
-            str(ids["agent_id"]),
-            str(ids["session_id"]),
-            ids.get("user_id"),
-            str(ids["thread_id"]),
-            str(ids["namespace"]),
-        )
-    except (msgspec.DecodeError, KeyError, TypeError, ValueError):
-        return None
-    return key if key.segments == segments else None
+    marker, ids = await store.read_many([layout.retention_key, layout.ids_key])
+    found: list[object] = []
+    with contextlib.suppress(msgspec.DecodeError):
+        if marker is not None:
+            found.append(msgspec.json.decode(marker, type=_MarkerIds).key)
+        if ids is not None:
+            found.append(msgspec.json.decode(ids))
+    for named in found:
+        if not isinstance(named, dict):
+            continue  # a marker of an earlier version, or not ids at all
+        try:
+            key = key_from_ids(named)
+        except ValueError:
+            continue
+        if key.segments == segments:
+            return key
+    return None
 
 
 class _MarkerIds(msgspec.Struct):
     """The part of a ``RETENTION`` marker that names its thread."""
 
-    key: dict[str, str | None] | None = None
+    key: object = None

@@ -10,7 +10,6 @@ through it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 from typing import TYPE_CHECKING, cast
 
@@ -36,6 +35,7 @@ from journal.errors import (
     ObjectNotFoundError,
 )
 from journal.keyring import ThreadCipher, owner_of
+from journal.keys import key_ids
 from journal.layout import (
     DURABLE_CURSOR_DIR,
     DURABLE_QUEUE_DIR,
@@ -192,6 +192,7 @@ class ThreadLog:
         self.lease_key = layout.lease_key
         self.hint_key = layout.hint_key
         self.retention_key = layout.retention_key
+        self.ids_key = layout.ids_key
         self.record_key = layout.record_key
         self.checkpoint_key = layout.checkpoint_key
         self.blob_key = layout.blob_key
@@ -837,11 +838,6 @@ class ThreadLog:
         Raises:
             LeaseHeldError: Another holder's lease is live past ``wait``.
         """
-        register = (
-            None
-            if self.index is None
-            else functools.partial(self.index.register, self.prefix)
-        )
         return await acquire_lease(
             self.store,
             self.lease_key,
@@ -850,8 +846,23 @@ class ThreadLog:
             ttl=ttl,
             wait=wait,
             clock=clock,
-            before_create=register,
+            before_create=self._before_lease,
         )
+
+    async def _before_lease(self) -> None:
+        """What a thread's first object (its ``LEASE``) needs stored before it.
+
+        Its index entry, and where its path hashes a long id, its ``IDS``: until its
+        first record lands (a writer may die before) and once retention removed
+        it, nothing else names such a thread.
+        """
+        if self.index is not None:
+            await self.index.register(self.prefix)
+        if any(segment.startswith("%%") for segment in self.key.segments):
+            with contextlib.suppress(ObjectExistsError):
+                await self.store.create(
+                    self.ids_key, msgspec.json.encode(key_ids(self.key))
+                )
 
 
 async def erase_thread(store: ObjectStore, layout: ThreadLayout) -> None:

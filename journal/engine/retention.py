@@ -16,6 +16,7 @@ from journal.engine.checkpoints import (
 )
 from journal.engine.log import RetentionMarker
 from journal.errors import CorruptRecordError, ObjectNotFoundError
+from journal.keys import key_ids
 
 if TYPE_CHECKING:
     from journal.engine.log import ThreadLog
@@ -67,19 +68,7 @@ async def retain(
     # held; it was written without a sync. As stored now (its spans below the
     # retained version rewritten), with every chunk and chunk index it names.
     await flush_stored_checkpoint(log, chosen)
-    key = log.key
-    marker = RetentionMarker(
-        chosen,
-        chosen,
-        now,
-        {
-            "namespace": key.namespace,
-            "agent_id": key.agent_id,
-            "user_id": key.user_id,
-            "session_id": key.session_id,
-            "thread_id": key.thread_id,
-        },
-    )
+    marker = RetentionMarker(chosen, chosen, now, key_ids(log.key))
     await log.write_retention(marker)
     # A writer may have created a checkpoint since the listing above, its spans
     # planned from the marker before this one: fixed now, before any record it
