@@ -73,8 +73,9 @@ async def list_threads(
     :mod:`journal.engine.thread_index`); otherwise walks only the directory levels the
     filters leave open (never the whole store), in one call where the store can
     (the local store). A thread whose ids are too long for its path is named by its
-    first record: ``keyring`` decrypts it when it is encrypted (without a usable
-    key such a thread is not listed).
+    ``IDS`` object; one written before those existed by its first record:
+    ``keyring`` decrypts it when it is encrypted (without a usable key, or once
+    retention removed that record, such an older thread is not listed).
     """
     pattern = thread_pattern(namespace, agent_id, user_id, session_id)
     listed = await thread_paths(store, pattern, index)
@@ -143,9 +144,9 @@ async def name_threads(
     """The key of each thread path, position by position.
 
     :data:`NOT_THREAD` for a path that is not something this journal writes; None
-    for a thread whose path hashes an id too long for it and whose first record,
-    which names it, is gone (retention) or cannot be decrypted (shredded, or no
-    usable key).
+    for a thread whose path hashes an id too long for it and that nothing names:
+    written before ``IDS`` objects existed, its first record gone (retention) or
+    undecryptable (shredded, or no usable key).
     """
     keys, named_inside = _keys_of(listed)
     for position in named_inside:
@@ -220,18 +221,23 @@ def _keys_of(
 async def _key_from_record(
     store: ObjectStore, segments: tuple[str, ...], keyring: Keyring | None = None
 ) -> ThreadKey | None:
-    """The key of a thread whose path hashes an id: its ``ThreadCreated`` names it.
+    """The key of a thread whose path hashes an id.
 
-    Once retention removed that record, its ``RETENTION`` marker does.
+    Its ``IDS`` object names it (written before its ``LEASE``), as does its
+    ``RETENTION`` marker; a thread written before those held ids has only its
+    first record's ``ThreadCreated``, which retention may have removed.
     """
     prefix = "/".join(segments)
     layout = ThreadLayout(prefix)
+    # Its IDS object first (or, once retention removed the record, its marker):
+    # plain JSON, no key needed. A thread created before IDS existed has none.
+    named = await _key_from_ids(store, layout, segments)
+    if named is not None:
+        return named
     try:
         data, _ = await store.read(layout.record_key(1))
     except ObjectNotFoundError:
-        # Retention removed it, or its writer died before it: the marker and the
-        # IDS object name such a thread (checked against the path).
-        return await _key_from_ids(store, layout, segments)
+        return None
     try:
         if codec.is_encrypted_record(data) and keyring is not None:
             cipher = ThreadCipher(keyring, prefix)

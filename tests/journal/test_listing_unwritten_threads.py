@@ -62,3 +62,21 @@ async def test_a_thread_without_records_is_listed_whatever_its_ids(
         await w.append([MessageAppended(Msg("user", "y"))])
     assert [m.text for m in (await j.load(long)).context] == ["y"]
     assert {k async for k in j.threads()} == {short, long}
+
+
+async def test_an_encrypted_long_id_thread_is_listed_without_keys(
+    tmp_path: Path,
+) -> None:
+    """Ids are in the clear (its path names a short-id thread already): fails when
+    listing needs the thread's data key to read its first record."""
+    from journal.crypto import StaticKeys, generate_key
+
+    root = tmp_path / "j"
+    long = ThreadKey("agent", "L" * 200, "alice")
+    short = ThreadKey("agent", "s1", "alice")
+    writing = Journal.open(root, encryption=StaticKeys([generate_key()]))
+    for key in (long, short):
+        async with writing.writer(key, holder="h") as w:
+            await w.append([MessageAppended(Msg("user", "secret"))])
+    keyless = Journal.open(root)
+    assert {k async for k in keyless.threads()} == {long, short}
