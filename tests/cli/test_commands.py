@@ -585,6 +585,31 @@ def test_verify_finds_a_flipped_byte(tmp_path, capsys, segments):
     assert err.count("\n") == 1
 
 
+def test_a_thread_listed_without_records_is_named_as_such(root, capsys):
+    """A writer that stopped between the thread's LEASE and its first record leaves
+    a thread ``ls`` lists at head 0: fails when the thread commands then say it
+    does not exist."""
+    key = ThreadKey("bot", "empty", "alice")
+
+    async def lease_only() -> None:
+        journal = Journal.open(root, fsync=False)
+        await journal._log(key).acquire_lease(
+            holder="gone", ttl=1.0, wait=0.0, clock=journal.clock
+        )
+
+    asyncio.run(lease_only())
+    code, out, _ = run(capsys, "--root", str(root), "ls")
+    assert code == 0
+    assert "empty" in out
+    code, _, err = run(
+        capsys, "--root", str(root), "state",
+        "--agent", "bot", "--session", "empty", "--user", "alice",
+    )  # fmt: skip
+    assert code == 1
+    assert "does not exist" not in err
+    assert "no records" in err
+
+
 def test_verify_named_thread_that_does_not_exist(root, capsys):
     code, _, err = run(
         capsys, "--root", str(root), "verify", "--agent", "bot", "--session", "zz"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from journal.cli.errors import EXIT_USAGE, CommandError
 from journal.cli.options import ThreadFilter
+from journal.layout import ThreadLayout
 from journal.loopless import gather, limiter
 
 if TYPE_CHECKING:
@@ -38,6 +39,14 @@ async def existing_head(journal: Journal, key: ThreadKey, root: str) -> int:
     """
     head = await journal.head(key)
     if head == 0:
+        lease = ThreadLayout.of(key).lease_key
+        if (await journal.store.exist_many([lease]))[0]:
+            # Listed (it has its LEASE), but its first writer stopped before its
+            # first record: say that, not that it is not there.
+            raise CommandError(
+                f"{key} has no records under {root}: its first writer stopped "
+                "before writing one"
+            )
         raise CommandError(f"{key} does not exist under {root}")
     return head
 
