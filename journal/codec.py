@@ -228,9 +228,26 @@ class ParsedRecord(msgspec.Struct):
         """The blobs this record's events are stored in."""
         return [e.blob for e in self.body.events if e.blob is not None]
 
-    def content_digest(self) -> bytes:
-        """The digest that idempotent retries compare (events only)."""
-        return _content_digest(self.body.events)
+    def content_digest(self, skip: int = 0) -> bytes:
+        """The digest that idempotent retries compare (events only).
+
+        ``skip``: leave out that many leading events (a deferred fence's, which
+        are the writer's, not the batch's).
+        """
+        return _content_digest(self.body.events[skip:] if skip else self.body.events)
+
+    def fence_events(self) -> int:
+        """How many leading events are a writer's fence, not the batch's.
+
+        ``ThreadCreated`` and ``LeaseAcquired``: what a deferred fence puts before
+        the events of the batch that carries it.
+        """
+        count = 0
+        for envelope in self.body.events:
+            if envelope.type not in _FENCE_TYPES:
+                break
+            count += 1
+        return count
 
 
 # --- the event registry ---------------------------------------------------------
@@ -470,6 +487,9 @@ register_upcaster("ToolCallCompleted", 1, _tool_call_completed_v2)
 _encoder = msgspec.msgpack.Encoder()
 _body_decoder = msgspec.msgpack.Decoder(RecordBody)
 _checkpoint_decoder = msgspec.msgpack.Decoder(CheckpointBody)
+
+
+_FENCE_TYPES = frozenset({"ThreadCreated", "LeaseAcquired"})
 
 
 def _content_digest(envelopes: Sequence[Envelope]) -> bytes:

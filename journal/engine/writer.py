@@ -87,9 +87,8 @@ class WriterOptions:
             a new thread) in the writer's first record instead of a record of its
             own, so a writer that commits nothing writes nothing to the log. Not
             when the fence record has something to say at once (a recovered run,
-            ``fence_events``, ``create_only``). Not for idempotent appends: a
-            ``batch_id`` retried by a later writer would not match its first
-            record, which holds the fence too.
+            ``fence_events``, ``create_only``). A ``batch_id`` retried by a later
+            writer matches a first record's events without the fence before them.
     """
 
     holder: str
@@ -730,6 +729,13 @@ class ThreadWriter:
                 adopted = await self._taken(version, batch, encoded, expected_version)
                 if adopted is not None:
                     return adopted
+                if batch_id is not None:
+                    # Records taken in on the way may hold this batch: a retry
+                    # whose original landed after this writer rebuilt (one that
+                    # deferred its fence has no fence of its own to stop it).
+                    done = await self._retried(batch_id, events, run_id)
+                    if done is not None:
+                        return done
                 continue
             except BaseException as exc:
                 # The write may or may not have landed (an error, a lost reply, or a
@@ -794,6 +800,11 @@ class ThreadWriter:
             if parsed.body.batch_id != batch_id:
                 return None  # another batch id with the same short key
             same = parsed.content_digest() == probe.content_digest
+            fence = parsed.fence_events()
+            if not same and fence:
+                # A writer that deferred its fence committed it with this batch:
+                # its events are the batch's without the fence before them.
+                same = parsed.content_digest(fence) == probe.content_digest
         else:
             same = probe.content_digest[:DIGEST_SIZE] == short_digest
         if not same:
