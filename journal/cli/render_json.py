@@ -27,6 +27,7 @@ from journal.cli.reports import (
     VerifyThreadsReport,
     call_status,
 )
+from journal.keys import key_ids
 from projections.agent_state import decode_state
 
 if TYPE_CHECKING:
@@ -42,14 +43,8 @@ __all__ = ["event_json", "json_pieces", "record_json", "render_json", "thread_js
 
 
 def thread_json(key: ThreadKey) -> dict[str, Any]:
-    """A thread's ids as a JSON object."""
-    return {
-        "namespace": key.namespace,
-        "agent_id": key.agent_id,
-        "user_id": key.user_id,
-        "session_id": key.session_id,
-        "thread_id": key.thread_id,
-    }
+    """A thread's ids as a JSON object (as a thread's ``IDS`` object holds them)."""
+    return dict(key_ids(key))
 
 
 def event_json(event: object) -> dict[str, Any]:
