@@ -27,6 +27,7 @@ __all__ = [
     "check_id",
     "decode_segment",
     "encode_segment",
+    "is_hashed",
     "is_segment",
     "key_from_ids",
     "key_ids",
@@ -87,6 +88,11 @@ _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 
 
+def is_hashed(segment: str) -> bool:
+    """Whether ``segment`` is the hashed long form of an id (which it cannot name)."""
+    return segment.startswith("%%")
+
+
 def decode_segment(segment: str) -> str | None:
     """Invert :func:`encode_segment`.
 
@@ -97,7 +103,7 @@ def decode_segment(segment: str) -> str | None:
     Raises:
         ValueError: ``segment`` is not something ``encode_segment`` produces.
     """
-    if segment.startswith("%%"):
+    if is_hashed(segment):
         return None
     if _PLAIN.fullmatch(segment):
         return segment  # nothing escaped: the common case, at regex speed

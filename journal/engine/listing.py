@@ -10,6 +10,7 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
+from journal.engine.log import decode_retention
 from journal.errors import (
     CorruptRecordError,
     EncryptionError,
@@ -276,14 +277,16 @@ async def _key_from_ids(
     """
     marker, ids = await store.read_many([layout.retention_key, layout.ids_key])
     found: list[object] = []
-    with contextlib.suppress(msgspec.DecodeError):
-        if marker is not None:
-            found.append(msgspec.json.decode(marker, type=_MarkerIds).key)
-        if ids is not None:
+    # Each decoded alone: a damaged marker must not hide the IDS object.
+    if marker is not None:
+        with contextlib.suppress(msgspec.DecodeError):
+            found.append(decode_retention(marker).key)  # None: an earlier version's
+    if ids is not None:
+        with contextlib.suppress(msgspec.DecodeError):
             found.append(msgspec.json.decode(ids))
     for named in found:
         if not isinstance(named, dict):
-            continue  # a marker of an earlier version, or not ids at all
+            continue
         try:
             key = key_from_ids(named)
         except ValueError:
@@ -291,9 +294,3 @@ async def _key_from_ids(
         if key.segments == segments:
             return key
     return None
-
-
-class _MarkerIds(msgspec.Struct):
-    """The part of a ``RETENTION`` marker that names its thread."""
-
-    key: object = None

@@ -35,7 +35,7 @@ from journal.errors import (
     ObjectNotFoundError,
 )
 from journal.keyring import ThreadCipher, owner_of
-from journal.keys import key_ids
+from journal.keys import is_hashed, key_ids
 from journal.layout import (
     DURABLE_CURSOR_DIR,
     DURABLE_QUEUE_DIR,
@@ -117,6 +117,15 @@ class RetentionMarker(msgspec.Struct, frozen=True):
 
 
 _marker_decoder = msgspec.json.Decoder(RetentionMarker)
+
+
+def decode_retention(data: bytes | memoryview) -> RetentionMarker:
+    """A ``RETENTION`` marker's bytes, decoded.
+
+    Raises:
+        msgspec.DecodeError: They are not a marker.
+    """
+    return _marker_decoder.decode(data)
 
 
 def checked_blob(
@@ -537,7 +546,7 @@ class ThreadLog:
         if data is None:
             return None
         try:
-            return _marker_decoder.decode(data)
+            return decode_retention(data)
         except msgspec.DecodeError as exc:
             raise CorruptRecordError(
                 self.label, None, f"RETENTION marker: {exc}"
@@ -858,7 +867,7 @@ class ThreadLog:
         """
         if self.index is not None:
             await self.index.register(self.prefix)
-        if any(segment.startswith("%%") for segment in self.key.segments):
+        if any(map(is_hashed, self.key.segments)):
             with contextlib.suppress(ObjectExistsError):
                 await self.store.create(
                     self.ids_key, msgspec.json.encode(key_ids(self.key))

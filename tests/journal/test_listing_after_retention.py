@@ -79,3 +79,15 @@ async def test_a_marker_naming_another_thread_is_not_believed(root: str) -> None
         }
         await j.store.replace(retention, msgspec.json.encode(marker), if_match=etag)
         assert other not in {k async for k in j.threads()}
+
+
+async def test_a_damaged_marker_does_not_hide_the_ids_object(root: str) -> None:
+    """Fails when one failed decode skips both: a marker that is not JSON hid the
+    thread's ``IDS`` object, and the thread was not listed."""
+    key = ThreadKey("assistant", LONG, user_id="alice")
+    async with Journal.open(root) as j:
+        await _retained(j, key)
+        retention = ThreadLayout.of(key).retention_key
+        _, etag = await j.store.read(retention)
+        await j.store.replace(retention, b"not json", if_match=etag)
+        assert [k async for k in j.threads()] == [key]
