@@ -499,8 +499,7 @@ async def read_checkpoint(
         context.extend(part)
     if len(context) != claimed:
         raise ValueError(
-            f"checkpoint holds {len(state.context)} messages, "
-            f"expected {body.message_count}"
+            f"checkpoint holds {len(context)} messages, expected {claimed}"
         )
     return state, body
 
