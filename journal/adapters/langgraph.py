@@ -405,11 +405,15 @@ class JournalSaver(BaseCheckpointSaver[str]):
             metadata=metadata_bytes,
             unique_versions=True,
         )
+        # Serialized now, before the first await: under durability="async" the
+        # graph's next step runs while this one is saved, and may edit in place
+        # values this checkpoint holds.
+        taken = [
+            self._take_value(thread_id, ns, channel, version, values)
+            for channel, version in new_versions.items()
+        ]
         async with self._commit(thread_id) as commit:
-            stored = [
-                self._store_value(commit.view, thread_id, ns, channel, version, values)
-                for channel, version in new_versions.items()
-            ]
+            stored = [self._store_value(commit.view, ns, t) for t in taken]
             commit.events.append(msgspec.structs.replace(event, values=stored))
         return {
             "configurable": {
@@ -419,27 +423,23 @@ class JournalSaver(BaseCheckpointSaver[str]):
             }
         }
 
-    def _store_value(
+    def _take_value(
         self,
-        view: _Thread,
         thread_id: str,
         ns: str,
         channel: str,
         version: Version,
         values: dict[str, Any],
-    ) -> LangGraphChannelValue:
-        """The channel's new value as stored: whole, or what it appended to a list.
+    ) -> LangGraphChannelValue | _TakenList:
+        """The channel's new value, serialized as it is now.
 
-        A list channel (``messages``) that only grew since this saver last stored
-        it is stored as the appended items on that earlier version, so a turn
-        costs its new messages, not the conversation. "Only grew" is decided on
-        each item's serialized form, not with ``==`` on the items: an item that
-        now serializes otherwise (``1`` become ``1.0``, a dict edited in place
-        since) makes the list stored whole, so a read gives back what
-        InMemorySaver would. A whole value is stored again once the deltas since
-        the last whole one add up to its size, which keeps both the bytes written
-        (at most about twice the value) and the chain a read folds (at most one
-        whole value's worth) bounded.
+        A value that is not a list is final here. A list is taken as its items'
+        serialized forms, with the serialized items past the ones this saver last
+        stored for the channel when it only grew since (``delta``), else the whole
+        list serialized. "Only grew" is decided on each item's serialized form, not
+        with ``==`` on the items: an item that now serializes otherwise (``1``
+        become ``1.0``, a dict edited in place since) makes the list stored whole,
+        so a read gives back what InMemorySaver would.
         """
         key = (thread_id, ns, channel)
         if channel not in values:
@@ -455,17 +455,50 @@ class JournalSaver(BaseCheckpointSaver[str]):
         if (
             cached is not None
             and cached.since_whole < cached.whole_size
-            and (ns, channel, cached.version) in view.blobs
             and items[: len(cached.items)] == cached.items
         ):
-            kind, data = self.serde.dumps_typed(value[len(cached.items) :])
+            delta = self.serde.dumps_typed(value[len(cached.items) :])
+            return _TakenList(key, channel, version, items, None, delta, cached)
+        whole = self.serde.dumps_typed(value)
+        return _TakenList(key, channel, version, items, whole, None, None)
+
+    def _store_value(
+        self, view: _Thread, ns: str, taken: LangGraphChannelValue | _TakenList
+    ) -> LangGraphChannelValue:
+        """The channel's new value as stored: whole, or what it appended to a list.
+
+        A list channel (``messages``) that only grew since this saver last stored
+        it is stored as the appended items on that earlier version, so a turn
+        costs its new messages, not the conversation, provided the thread still
+        holds that version and no other write of the channel came between. A
+        whole value is stored again once the deltas since the last whole one add
+        up to its size, which keeps both the bytes written (at most about twice
+        the value) and the chain a read folds (at most one whole value's worth)
+        bounded.
+        """
+        if isinstance(taken, LangGraphChannelValue):
+            return taken
+        cached = self._lists.get(taken.key)
+        if (
+            taken.delta is not None
+            and cached is not None
+            and cached is taken.on
+            and cached.version == taken.on_version
+            and (ns, taken.channel, cached.version) in view.blobs
+        ):
+            kind, data = taken.delta
             base = cached.version
             cached.since_whole += len(data)
-            cached.version, cached.items = version, items
-            return LangGraphChannelValue(channel, version, kind, data, base)
-        kind, data = self.serde.dumps_typed(value)
-        self._lists[key] = _ListChannel(version, items, len(data))
-        return LangGraphChannelValue(channel, version, kind, data)
+            cached.version, cached.items = taken.version, taken.items
+            return LangGraphChannelValue(taken.channel, taken.version, kind, data, base)
+        whole = taken.whole
+        if whole is None:
+            # The delta's base is gone (a deletion, another write of the channel
+            # in between): the list as taken, rebuilt from its items' forms.
+            loads = self.serde.loads_typed
+            whole = self.serde.dumps_typed([loads(item) for item in taken.items])
+        self._lists[taken.key] = _ListChannel(taken.version, taken.items, len(whole[1]))
+        return LangGraphChannelValue(taken.channel, taken.version, *whole)
 
     async def aput_writes(
         self,
@@ -870,6 +903,27 @@ def _chain(
         current = link.base
     links.reverse()
     return links
+
+
+@dataclass
+class _TakenList:
+    """A list channel's value as ``aput`` took it, before the lease is held.
+
+    ``delta`` (the items past ``on``'s, serialized) when the list only grew since
+    the stored list ``on`` (a cache entry, then at ``on_version``), else ``whole``.
+    """
+
+    key: tuple[str, str, str]
+    channel: str
+    version: Version
+    items: list[tuple[str, bytes]]
+    whole: tuple[str, bytes] | None
+    delta: tuple[str, bytes] | None
+    on: _ListChannel | None
+    on_version: Version | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.on_version = None if self.on is None else self.on.version
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("langgraph")
 
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance.test_utils import (
     generate_checkpoint,
     generate_config,
@@ -531,3 +532,48 @@ async def test_list_items_edited_in_place_read_back_edited(root):
         )
         # input, start, finish (edited: whole), add (only appended: a delta)
         assert _list_deltas(records, "log")[-2:] == [False, True]
+
+
+async def test_a_checkpoint_is_stored_as_it_was_when_aput_was_called(root):
+    # LangGraph's async durability saves a checkpoint while the next step runs,
+    # and a step may edit in place the values the checkpoint holds: aput must
+    # take them as they were when it was called (InMemorySaver does, serializing
+    # before it yields), not as they are once it holds the lease, here after
+    # waiting for another holder's.
+    async with Journal.open(root) as journal:
+        saver = JournalSaver(journal, lease_wait=30.0, keep=False)
+        key = ThreadKey(agent_id="langgraph", session_id="taken")
+        cfg = _config("taken")
+        stored = []
+        version = None
+        for step in range(3):
+            checkpoint = empty_checkpoint()
+            log = [
+                {"step": 0, "status": "running"},
+                *({"step": s} for s in range(step)),
+            ]
+            version = saver.get_next_version(version, None)
+            checkpoint["channel_values"] = {"log": log, "note": {"text": "as called"}}
+            checkpoint["channel_versions"] = {"log": version, "note": version}
+            other = await journal.acquire(key, holder="other")
+            saving = asyncio.create_task(
+                saver.aput(
+                    cfg, checkpoint, {"step": step}, {"log": version, "note": version}
+                )
+            )
+            await asyncio.sleep(0.05)
+            assert not saving.done()  # waiting for the other holder's lease
+            log[0]["status"] = "edited later"
+            checkpoint["channel_values"]["note"]["text"] = "edited later"
+            await other.close()
+            cfg = await saving
+            stored.append(cfg)
+        for step, config in enumerate(stored):
+            for each in (saver, JournalSaver(journal)):
+                values = (await each.aget_tuple(config)).checkpoint["channel_values"]
+                assert values["log"][0]["status"] == "running", step
+                assert values["note"]["text"] == "as called", step
+                assert len(values["log"]) == step + 1
+        records = [r async for r in journal.records(key)]
+        # The later steps' lists only grew on the one before: stored as deltas.
+        assert _list_deltas(records, "log") == [False, True, True]
