@@ -31,13 +31,21 @@ turns grow, costs a read only the records committed since the last one. The fold
 values stay msgpack and are decoded on every read, so what a caller changes in
 place on a session's state never reaches the cache.
 
-A crash between a session's commit and its app/user state updates leaves those
-updates unapplied; they are written with the session version as ``batch_id``, so a
-retry of the same append is idempotent, but nothing replays them later.
+A session's app and user keys are written to their threads after its own record
+commits, each write naming the session record it comes from (``batch_id``
+``<session thread>@<version>``). Writes that did not happen (the process died in
+between, or the app thread's lease could not be had) are made later, once: by the
+next read of the session (``get_session``, best effort), by a retry of the append,
+and before the session's next append. Such a late write leaves out the keys the
+thread holds from a session record committed after its own (each write carries its
+record's commit time), so it never undoes a newer value; commit times are the
+writers' clocks, so across machines that order is as good as their clocks agree.
+Writes made on time apply whole, in the order they land.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 import weakref
@@ -84,13 +92,18 @@ _USER_THREAD = "adk-user-state"
 
 
 class AdkSessionCreated(Event, frozen=True, kw_only=True):
-    """A session (re)created, with its session-scoped initial state (msgpack)."""
+    """A session (re)created, with its session-scoped initial state (msgpack).
+
+    ``scoped`` holds the initial app and user keys (msgpack, prefixed), written to
+    their threads after this record (empty in records written before it).
+    """
 
     app_name: str
     user_id: str
     session_id: str
     state: bytes
     created_at: float
+    scoped: bytes = b""
 
 
 class AdkEventAppended(Event, frozen=True, kw_only=True):
@@ -107,9 +120,14 @@ class AdkSessionDeleted(Event, frozen=True, kw_only=True):
 
 
 class AdkScopedStateUpdated(Event, frozen=True, kw_only=True):
-    """App- or user-scoped keys set (msgpack, prefixes removed)."""
+    """App- or user-scoped keys set (msgpack, prefixes removed).
+
+    ``at`` is the commit time of the session record the keys come from (0.0 in
+    records written before it: their own record's time stands in).
+    """
 
     delta: bytes
+    at: float = 0.0
 
 
 for _cls in (
@@ -215,27 +233,75 @@ _RAW_DECODER = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
 _VALUE_DECODER = msgspec.msgpack.Decoder(ext_hook=_ext_hook)
 
 
-def _apply_scoped(state: dict[str, msgspec.Raw], record: Record) -> None:
-    """Fold a record of an app or user thread: each key's value, still msgpack."""
+_log = logging.getLogger(__name__)
+
+
+class _Scoped:
+    """An app or user thread, folded.
+
+    Attributes:
+        values: Each key's value, still msgpack.
+        set_at: Each key's commit time: that of the session record it came from.
+        applied: Per session thread (its key as JSON), the highest version whose
+            keys were written here.
+    """
+
+    __slots__ = ("applied", "set_at", "values")
+
+    def __init__(self) -> None:
+        self.values: dict[str, msgspec.Raw] = {}
+        self.set_at: dict[str, float] = {}
+        self.applied: dict[str, int] = {}
+
+
+def _source_of(batch_id: str) -> tuple[str, int] | None:
+    """The session thread and version a scoped write's ``batch_id`` names."""
+    source, _, version = batch_id.rpartition("@")
+    return (source, int(version)) if source and version.isdigit() else None
+
+
+def _apply_scoped(state: _Scoped, record: Record) -> None:
+    """Fold a record of an app or user thread."""
     for item in record.events:
         if isinstance(item, AdkScopedStateUpdated):
+            at = item.at or record.committed_at
             for name, value in _RAW_DECODER.decode(item.delta).items():
                 # A copy, so the view does not keep the whole record's delta alive.
-                state[name] = value.copy()
+                state.values[name] = value.copy()
+                state.set_at[name] = at
+            source = _source_of(record.batch_id)
+            if source is not None:
+                name, version = source
+                state.applied[name] = max(state.applied.get(name, 0), version)
 
 
 class _Folded(msgspec.Struct):
-    """A session thread read back: the live session, or why there is none."""
+    """A session thread read back: the live session, or why there is none.
+
+    ``scoped`` lists each record that set app or user keys: its version, commit
+    time and those keys (prefixed, as in the session's state).
+    """
 
     version: int = 0
     created: AdkSessionCreated | None = None
     deleted: bool = False
     state: dict[str, Any] = msgspec.field(default_factory=dict)
     events: list[AdkEvent] = msgspec.field(default_factory=list)
+    scoped: list[tuple[int, float, dict[str, Any]]] = msgspec.field(
+        default_factory=list
+    )
 
     @property
     def live(self) -> bool:
         return self.created is not None and not self.deleted
+
+
+def _scoped_keys(state: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in state.items()
+        if k.startswith((State.APP_PREFIX, State.USER_PREFIX))
+    }
 
 
 def _event_of(item: AdkEventAppended) -> AdkEvent:
@@ -277,9 +343,12 @@ class JournalSessionService(BaseSessionService):
         # The version each session object handed out was read at; keyed by id()
         # with a weak reference checking the object is still the same one.
         self._versions: dict[int, tuple[weakref.ref[Session], int]] = {}
-        self._scoped_folds: ThreadFolds[dict[str, msgspec.Raw]] = ThreadFolds(
-            journal, dict, _apply_scoped
+        self._scoped_folds: ThreadFolds[_Scoped] = ThreadFolds(
+            journal, _Scoped, _apply_scoped
         )
+        # Sessions whose app/user writes may not all have been made (a write
+        # failed after the session's commit): made before their next append.
+        self._unsettled: set[ThreadKey] = set()
 
     # --- keys and versions ---------------------------------------------------------
 
@@ -333,13 +402,26 @@ class JournalSessionService(BaseSessionService):
             for item in record.events:
                 if isinstance(item, AdkSessionCreated):
                     folded = _Folded(
-                        record.version, item, False, _unpack(item.state), []
+                        record.version,
+                        item,
+                        False,
+                        _unpack(item.state),
+                        [],
+                        folded.scoped,
                     )
+                    if scoped := _unpack(item.scoped):
+                        folded.scoped.append(
+                            (record.version, record.committed_at, scoped)
+                        )
                 elif isinstance(item, AdkSessionDeleted):
                     folded.deleted = True
                 elif isinstance(item, AdkEventAppended) and folded.live:
                     event = _event_of(item)
                     folded.events.append(event)
+                    if scoped := _scoped_keys(event.actions.state_delta):
+                        folded.scoped.append(
+                            (record.version, record.committed_at, scoped)
+                        )
                     for name, value in event.actions.state_delta.items():
                         if not name.startswith(
                             (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
@@ -351,7 +433,10 @@ class JournalSessionService(BaseSessionService):
         """An app or user thread's state as of its head, decoded afresh."""
         folded = await self._scoped_folds.read(key)
         # list() copies the items at once (another event loop's thread may fold).
-        return {name: _VALUE_DECODER.decode(raw) for name, raw in list(folded.items())}
+        return {
+            name: _VALUE_DECODER.decode(raw)
+            for name, raw in list(folded.values.items())
+        }
 
     async def _session_of(
         self,
@@ -384,7 +469,7 @@ class JournalSessionService(BaseSessionService):
 
     def _scoped_deltas(
         self, app_name: str, user_id: str, state: dict[str, Any]
-    ) -> list[tuple[ThreadKey, bytes]]:
+    ) -> list[tuple[ThreadKey, dict[str, msgspec.Raw]]]:
         """The app and user keys of ``state``, packed for their threads.
 
         Packed before the session's own commit, so a value that cannot be stored
@@ -398,7 +483,7 @@ class JournalSessionService(BaseSessionService):
             elif name.startswith(State.USER_PREFIX):
                 user[name.removeprefix(State.USER_PREFIX)] = value
         return [
-            (key, _pack(delta, prefix))
+            (key, _RAW_DECODER.decode(_pack(delta, prefix)))
             for key, delta, prefix in (
                 (self._app_key(app_name), app, State.APP_PREFIX),
                 (self._user_key(app_name, user_id), user, State.USER_PREFIX),
@@ -407,14 +492,100 @@ class JournalSessionService(BaseSessionService):
         ]
 
     async def _write_scoped(
-        self, deltas: list[tuple[ThreadKey, bytes]], batch: str
+        self,
+        source: ThreadKey,
+        version: int,
+        at: float,
+        deltas: list[tuple[ThreadKey, dict[str, msgspec.Raw]]],
+        *,
+        late: bool = False,
     ) -> None:
+        """Write the app and user keys of record ``version`` of ``source``, once.
+
+        Under each thread's lease: nothing where that record's keys were written
+        already; else its keys, less (``late``) those the thread holds from a later
+        commit (``at`` is the record's commit time).
+        """
+        name = source.model_dump_json()
         for key, delta in deltas:
             async with self._writer(key) as writer:
+                view = await self._scoped_folds.upto(key, writer.version)
+                if view.applied.get(name, 0) >= version:
+                    continue
+                fresh = delta
+                if late:
+                    set_at = view.set_at
+                    fresh = {k: v for k, v in delta.items() if set_at.get(k, 0.0) <= at}
                 record = await writer.append(
-                    [AdkScopedStateUpdated(delta=delta)], batch_id=batch
+                    [AdkScopedStateUpdated(delta=msgspec.msgpack.encode(fresh), at=at)],
+                    batch_id=f"{name}@{version}",
                 )
             self._scoped_folds.committed(key, record)
+
+    async def _write_scoped_of(
+        self,
+        source: ThreadKey,
+        record: Record,
+        deltas: list[tuple[ThreadKey, dict[str, msgspec.Raw]]],
+    ) -> None:
+        """:meth:`_write_scoped` after ``source``'s commit of ``record``.
+
+        If it fails, the session is settled before its next append.
+        """
+        try:
+            await self._write_scoped(
+                source, record.version, record.committed_at, deltas
+            )
+        except BaseException:
+            self._unsettled.add(source)
+            raise
+
+    async def _settle(
+        self, key: ThreadKey, app_name: str, user_id: str, folded: _Folded
+    ) -> None:
+        """Make the app and user writes of the session's records that were not made.
+
+        Raises:
+            LeaseError: An app or user thread's lease could not be had.
+            ConflictError: Another writer committed there meanwhile.
+        """
+        name = key.model_dump_json()
+        for scoped_key, prefix in (
+            (self._app_key(app_name), State.APP_PREFIX),
+            (self._user_key(app_name, user_id), State.USER_PREFIX),
+        ):
+            done = (await self._scoped_folds.read(scoped_key)).applied.get(name, 0)
+            for version, at, keys in folded.scoped:
+                delta = {
+                    k.removeprefix(prefix): v
+                    for k, v in keys.items()
+                    if k.startswith(prefix)
+                }
+                if version > done and delta:
+                    packed = _RAW_DECODER.decode(_pack(delta, prefix))
+                    await self._write_scoped(
+                        key, version, at, [(scoped_key, packed)], late=True
+                    )
+        self._unsettled.discard(key)
+
+    async def _settle_or_defer(
+        self, key: ThreadKey, app_name: str, user_id: str, folded: _Folded
+    ) -> None:
+        """:meth:`_settle` on a read, leaving what cannot be written now.
+
+        The session's next append settles it first.
+        """
+        if not folded.scoped:
+            return
+        try:
+            await self._settle(key, app_name, user_id, folded)
+        except (ConflictError, LeaseError) as exc:
+            self._unsettled.add(key)
+            _log.warning(
+                "app/user state writes of session %s left for its next append: %s",
+                key.model_dump_json(),
+                exc,
+            )
 
     # --- the BaseSessionService interface -------------------------------------------
 
@@ -437,14 +608,16 @@ class JournalSessionService(BaseSessionService):
                 (State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)
             )
         }
+        scoped = self._scoped_deltas(app_name, user_id, initial)
+        scoped_keys = _scoped_keys(initial)
         created = AdkSessionCreated(
             app_name=app_name,
             user_id=user_id,
             session_id=session_id,
             state=_pack(own),
             created_at=time.time(),
+            scoped=_pack(scoped_keys) if scoped_keys else b"",
         )
-        scoped = self._scoped_deltas(app_name, user_id, initial)
         try:
             async with self._writer(key) as writer:
                 if (await self._fold(key)).live:
@@ -456,7 +629,7 @@ class JournalSessionService(BaseSessionService):
             raise StaleSessionError(
                 f"creating session {session_id!r} of {app_name!r}: {exc}"
             ) from exc
-        await self._write_scoped(scoped, f"{key.model_dump_json()}@{record.version}")
+        await self._write_scoped_of(key, record, scoped)
         folded = _Folded(record.version, created, False, own, [])
         return await self._session_of(app_name, user_id, session_id, folded, [])
 
@@ -470,9 +643,11 @@ class JournalSessionService(BaseSessionService):
     ) -> Session | None:
         """The session with app/user state merged, or None if unknown or deleted."""
         session_id = session_id.strip() if session_id else session_id
-        folded = await self._fold(self._key(app_name, user_id, session_id))
+        key = self._key(app_name, user_id, session_id)
+        folded = await self._fold(key)
         if not folded.live:
             return None
+        await self._settle_or_defer(key, app_name, user_id, folded)
         events = folded.events
         if config is not None:
             if config.num_recent_events is not None:
@@ -555,17 +730,22 @@ class JournalSessionService(BaseSessionService):
         scoped = self._scoped_deltas(session.app_name, session.user_id, delta)
         try:
             async with self._writer(key) as writer:
-                if expected is None or writer.version != expected:
+                if (
+                    expected is None
+                    or writer.version != expected
+                    or key in self._unsettled
+                ):
                     folded = await self._fold(key)
                     if not folded.live:
                         raise SessionNotFoundError(f"Session {session.id} not found.")
+                    await self._settle(key, session.app_name, session.user_id, folded)
                     if any(e.id == event.id for e in folded.events):
                         return event  # a retry of an append that was committed
                     if expected is None and [e.id for e in folded.events] == [
                         e.id for e in session.events
                     ]:
                         expected = folded.version  # built by hand, but current
-                    else:
+                    elif expected != folded.version:
                         raise StaleSessionError(
                             f"session {session.id!r} of {session.app_name!r} was "
                             f"read at version {expected}, the thread is at "
@@ -578,7 +758,7 @@ class JournalSessionService(BaseSessionService):
             raise StaleSessionError(
                 f"appending to session {session.id!r} of {session.app_name!r}: {exc}"
             ) from exc
-        await self._write_scoped(scoped, f"{key.model_dump_json()}@{record.version}")
+        await self._write_scoped_of(key, record, scoped)
         session.last_update_time = event.timestamp
         self._remember(session, record.version)
         return self._commit_event_to_session(session, event)

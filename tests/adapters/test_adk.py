@@ -37,7 +37,11 @@ from google.adk.sessions.base_session_service import (
 from google.genai import types
 
 from journal import Journal, ThreadKey
-from journal.adapters.adk import JournalSessionService, default_thread_key
+from journal.adapters.adk import (
+    AdkScopedStateUpdated,
+    JournalSessionService,
+    default_thread_key,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -581,3 +585,136 @@ async def test_a_process_killed_mid_append_loses_nothing_acknowledged(
     assert again is not None
     assert again.events[-1].invocation_id == "after"
     assert (await journal.verify(default_thread_key("app", "u", "s"))).ok
+
+
+# --- app/user state writes a session commit left undone ----------------------------
+
+
+async def _commit_without_scoped(
+    journal: Journal, service: JournalSessionService, session: object, event: Event
+) -> None:
+    """Append ``event``: its session record commits, its app/user writes fail.
+
+    Another holder keeps the app and user threads' leases while it runs, as a
+    process that died between the two would leave them undone.
+    """
+    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    user = ThreadKey(
+        APP, "user", user_id=USER, thread_id="adk-user-state", namespace="adk"
+    )
+    held = [await journal.acquire(k, holder="blocker") for k in (app, user)]
+    quick = JournalSessionService(journal, holder=service.holder, lease_wait=0.0)
+    quick._versions = service._versions  # the same process's session objects
+    try:
+        with pytest.raises(Exception, match="lease"):
+            await quick.append_event(session, event)  # type: ignore[arg-type]
+    finally:
+        for writer in held:
+            await writer.close()
+
+
+async def test_app_and_user_writes_left_undone_are_made_on_the_next_read(
+    journal: Journal,
+) -> None:
+    service = JournalSessionService(journal)
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    await _commit_without_scoped(
+        journal, service, made, delta_event(own=1, **{"app:a": 1, "user:u": 1})
+    )
+    # A restarted process reads the session: the committed event's app and user
+    # keys are written then, once.
+    restarted = JournalSessionService(journal)
+    for _ in range(2):
+        got = await restarted.get_session(app_name=APP, user_id=USER, session_id="s")
+        assert got is not None
+        assert got.state == {"own": 1, "app:a": 1, "user:u": 1}
+    assert await restarted.get_user_state(app_name=APP, user_id=USER) == {"u": 1}
+    other = await restarted.create_session(app_name=APP, user_id="bob")
+    assert other.state == {"app:a": 1}
+    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    writes = [
+        e
+        async for r in journal.records(app)
+        for e in r.events
+        if isinstance(e, AdkScopedStateUpdated)
+    ]
+    assert len(writes) == 1
+
+
+async def test_a_retried_append_makes_the_app_and_user_writes_left_undone(
+    journal: Journal,
+) -> None:
+    service = JournalSessionService(journal)
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    event = delta_event(**{"app:a": 1, "user:u": 1})
+    await _commit_without_scoped(journal, service, made, event)
+    # The caller saw an error and tries the same append again.
+    await service.append_event(made, event)
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"u": 1}
+    other = await service.create_session(app_name=APP, user_id="bob")
+    assert other.state == {"app:a": 1}
+
+
+async def test_a_late_app_write_does_not_undo_a_later_session_s(
+    journal: Journal,
+) -> None:
+    service = JournalSessionService(journal)
+    first = await service.create_session(app_name=APP, user_id=USER, session_id="s1")
+    await _commit_without_scoped(
+        journal, service, first, delta_event(**{"app:x": 1, "app:y": 1})
+    )
+    # Another session commits after it, and its app write lands first.
+    later = await service.create_session(app_name=APP, user_id="bob")
+    await service.append_event(later, delta_event(**{"app:x": 2}))
+    got = await JournalSessionService(journal).get_session(
+        app_name=APP, user_id=USER, session_id="s1"
+    )
+    assert got is not None
+    # x was set again by a later commit; y only by the late one.
+    assert got.state == {"app:x": 2, "app:y": 1}
+
+
+async def test_a_new_session_s_app_and_user_keys_left_undone_are_made_later(
+    journal: Journal,
+) -> None:
+    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    blocker = await journal.acquire(app, holder="blocker")
+    service = JournalSessionService(journal, lease_wait=0.0)
+    with pytest.raises(Exception, match="lease"):
+        await service.create_session(
+            app_name=APP, user_id=USER, session_id="s", state={"app:a": 1, "own": 2}
+        )
+    await blocker.close()
+    got = await JournalSessionService(journal).get_session(
+        app_name=APP, user_id=USER, session_id="s"
+    )
+    assert got is not None
+    assert got.state == {"app:a": 1, "own": 2}
+
+
+async def test_writes_a_read_could_not_make_are_made_before_the_next_append(
+    journal: Journal, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = JournalSessionService(journal)
+    made = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    await _commit_without_scoped(
+        journal, service, made, delta_event(**{"app:a": 1, "app:b": 1})
+    )
+    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    restarted = JournalSessionService(journal, lease_wait=0.0)
+    blocker = await journal.acquire(app, holder="blocker")
+    with caplog.at_level("WARNING", logger="journal.adapters.adk"):
+        got = await restarted.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert got is not None
+    assert got.state == {}  # the read answers with what the app thread holds
+    assert "left for its next append" in caplog.text
+    # Still held: the append refuses rather than commit past the unmade writes.
+    with pytest.raises(StaleSessionError):
+        await restarted.append_event(got, delta_event(**{"app:b": 2}))
+    await blocker.close()
+    await restarted.append_event(got, delta_event(**{"app:b": 2}))
+    again = await restarted.get_session(app_name=APP, user_id=USER, session_id="s")
+    assert again is not None
+    assert again.state == {"app:a": 1, "app:b": 2}
+    session = ThreadKey(APP, "s", user_id=USER, namespace="adk")
+    assert await journal.head(session) == 3  # created, the two appends, no more
