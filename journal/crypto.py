@@ -278,6 +278,15 @@ def _decode_key(text: str, where: str) -> bytes:
     return key
 
 
+def _fsync_directory(path: Path) -> None:
+    """Make the entries just created or renamed in a directory durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class KeyFile(StaticKeys):
     """KEKs in a local JSON file: the embedded default provider.
 
@@ -285,6 +294,8 @@ class KeyFile(StaticKeys):
     created by :meth:`create` with mode 0600. :meth:`rotate` adds a key and makes it
     current (older keys stay, to unwrap what they wrapped until
     ``Journal.rotate_keys`` has rewrapped everything); :meth:`retire` removes one.
+    Each of them writes the whole file anew, mode 0600, and puts it in place in one
+    step: a reader sees the old file or the new one.
 
     Args:
         path: The key file.
@@ -325,35 +336,67 @@ class KeyFile(StaticKeys):
         return keys, current
 
     @staticmethod
-    def _write(path: Path, keys: list[bytes], current: bytes) -> None:
+    def _write(path: Path, keys: list[bytes], current: bytes, *, new: bool) -> None:
+        """Write the key file whole: a new one (``new``) or over the existing one.
+
+        The bytes go to a temporary file of a unique name in the same directory,
+        created exclusively and without following symlinks (so a leftover or
+        planted file or symlink there never receives the key, nor lends its mode),
+        made 0600 whatever the umask, and synced before it takes the key file's
+        name: linked (which fails on any existing entry, a symlink included) when
+        ``new``, renamed over it otherwise. The directory is synced after, so the
+        new name survives a crash.
+
+        Raises:
+            FileExistsError: ``new`` and something exists at ``path``.
+        """
         import json
+        import tempfile
 
         doc = {
             "current": kek_id(current),
             "keys": {kek_id(k): base64.b64encode(k).decode() for k in keys},
         }
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+        renamed = False
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                os.fchmod(f.fileno(), 0o600)  # mkstemp's 0600 less the umask
+                json.dump(doc, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            if new:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    # Another create won (or something sits at the path): that
+                    # key file, and the KEK in it, is kept.
+                    raise FileExistsError(f"key file {path} exists") from None
+            else:
+                os.replace(tmp, path)
+                renamed = True
+        finally:
+            if not renamed:  # a failure, or a link: the key file has its own name
+                os.unlink(tmp)
+        _fsync_directory(path.parent)
 
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> KeyFile:
         """Write a new key file holding one fresh key, and open it.
 
         Raises:
-            FileExistsError: The file exists (a key file is never overwritten).
+            FileExistsError: The file exists (a key file is never overwritten), or
+                was created by someone else while this ran.
         """
         from pathlib import Path
 
         target = Path(path)
-        if target.exists():
+        if target.exists():  # early and cheap; _write's link is what guarantees it
             raise FileExistsError(f"key file {target} exists")
         key = generate_key()
-        cls._write(target, [key], key)
+        cls._write(target, [key], key, new=True)
         return cls(target)
 
     @classmethod
@@ -364,7 +407,7 @@ class KeyFile(StaticKeys):
         target = Path(path)
         keys, _ = cls._read(target)
         key = generate_key()
-        cls._write(target, [*keys, key], key)
+        cls._write(target, [*keys, key], key, new=False)
         return kek_id(key)
 
     @classmethod
@@ -383,7 +426,7 @@ class KeyFile(StaticKeys):
         kept = [k for k in keys if kek_id(k) != key_id]
         if len(kept) == len(keys):
             raise ValueError(f"key {key_id} is not in {target}")
-        cls._write(target, kept, current)
+        cls._write(target, kept, current, new=False)
 
 
 class EnvKey(StaticKeys):
