@@ -268,7 +268,10 @@ class StaticKeys:
         return aead_open(key, wrapped, b"agent-journal dek\0" + context)
 
 
-def _decode_key(text: str, where: str) -> bytes:
+def _decode_key(text: object, where: str) -> bytes:
+    # A key file is JSON: its value may be any JSON type, not only a string.
+    if not isinstance(text, str):
+        raise ValueError(f"{where} is not a base64 string")
     try:
         key = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
@@ -318,10 +321,24 @@ class KeyFile(StaticKeys):
 
         try:
             doc = json.loads(path.read_text("utf-8"))
-            entries = doc["keys"]
-            current_id = doc["current"]
-        except (ValueError, KeyError, TypeError):
-            raise ValueError(f"key file {path} is not a key file") from None
+        # RecursionError: JSON nested deeper than the parser goes.
+        except (ValueError, RecursionError):
+            raise ValueError(f"key file {path} is not a key file (not JSON)") from None
+        if not isinstance(doc, dict) or "keys" not in doc or "current" not in doc:
+            raise ValueError(
+                f'key file {path} is not a key file (not an object with "current" '
+                'and "keys")'
+            )
+        entries, current_id = doc["keys"], doc["current"]
+        if not isinstance(entries, dict):
+            raise ValueError(
+                f'key file {path} is not a key file ("keys" is not an object of '
+                "key ids to keys)"
+            )
+        if not isinstance(current_id, str):
+            raise ValueError(
+                f'key file {path} is not a key file ("current" is not a key id)'
+            )
         keys: list[bytes] = []
         current = b""
         for ident, text in entries.items():
