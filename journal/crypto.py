@@ -50,6 +50,8 @@ __all__ = [
     "forget_keys",
     "generate_key",
     "is_container",
+    "is_data_key_id",
+    "is_kek_id",
     "kek_id",
     "open_container",
     "require_crypto",
@@ -113,6 +115,37 @@ def kek_id(key: bytes) -> str:
     return "k-" + hashlib.sha256(b"agent-journal key id\0" + key).hexdigest()[:16]
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+_ID_DIGITS = 16
+
+
+def _is_id(text: str, prefix: str) -> bool:
+    return (
+        len(text) == len(prefix) + _ID_DIGITS
+        and text.startswith(prefix)
+        and _HEX_DIGITS.issuperset(text[len(prefix) :])
+    )
+
+
+def is_data_key_id(text: str) -> bool:
+    """Whether ``text`` has the form of a data key id: ``d-`` and 16 hex digits.
+
+    The keyring makes every data key id so (8 random bytes in lowercase hex). Ids
+    read from storage are chosen by whoever can write it: any other form is damage,
+    and is shown only escaped (``repr``), never raw.
+    """
+    return _is_id(text, "d-")
+
+
+def is_kek_id(text: str) -> bool:
+    """Whether ``text`` has the form of a :func:`kek_id`: ``k-`` and 16 hex digits.
+
+    The form of this module's providers (:class:`StaticKeys`, :class:`KeyFile`,
+    :class:`EnvKey`); another :class:`KeyProvider` (a KMS) has ids of its own.
+    """
+    return _is_id(text, "k-")
+
+
 def aead_seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
     """Encrypt with AES-256-GCM under a fresh random nonce: ``nonce || ct || tag``."""
     nonce = os.urandom(NONCE_SIZE)
@@ -156,7 +189,14 @@ def is_container(data: bytes | memoryview, magic: bytes) -> bool:
 def seal_container(
     magic: bytes, key_id: str, key: bytes, plaintext: bytes, aad: bytes
 ) -> bytes:
-    """Encrypt ``plaintext`` into a container naming the data key ``key_id``."""
+    """Encrypt ``plaintext`` into a container naming the data key ``key_id``.
+
+    Raises:
+        ValueError: ``key_id`` is not a data key id (:func:`is_data_key_id`):
+            readers would refuse the container.
+    """
+    if not is_data_key_id(key_id):
+        raise ValueError(f"malformed data key id {key_id!r}")
     ident = key_id.encode("ascii")
     return b"".join(
         (magic, _ID_LEN.pack(len(ident)), ident, aead_seal(key, plaintext, aad))
@@ -167,14 +207,20 @@ def container_key_id(data: bytes) -> str:
     """The data key id a container names.
 
     Raises:
-        ValueError: The container is truncated.
+        ValueError: The container is truncated, or names a malformed id (not
+            :func:`is_data_key_id`: the bytes were altered).
     """
     if len(data) < 5:
         raise ValueError("encrypted object is truncated")
     (length,) = _ID_LEN.unpack_from(data, 4)
     if len(data) < 5 + length + NONCE_SIZE + TAG_SIZE:
         raise ValueError("encrypted object is truncated")
-    return data[5 : 5 + length].decode("ascii", "replace")
+    ident = data[5 : 5 + length].decode("ascii", "backslashreplace")
+    if not is_data_key_id(ident):
+        # The id ends up in warnings, errors and the CLI's output: control
+        # characters in it could forge lines there, so it is shown escaped.
+        raise ValueError(f"encrypted object names a malformed data key id {ident!r}")
+    return ident
 
 
 def open_container(data: bytes, key: bytes, aad: bytes) -> bytes:
@@ -264,6 +310,10 @@ class StaticKeys:
         """The data key ``wrapped`` holds (see :class:`KeyProvider`)."""
         key = self._keys.get(key_id)
         if key is None:
+            if not is_kek_id(key_id):
+                # Not an id this provider could have written: the key object was
+                # altered (ValueError), and the id is shown escaped.
+                raise ValueError(f"malformed key-encryption key id {key_id!r}")
             raise LookupError(f"the key provider does not hold key {key_id}")
         return aead_open(key, wrapped, b"agent-journal dek\0" + context)
 
