@@ -20,7 +20,7 @@ from journal import crypto
 from journal.crypto import KeyFile, generate_key, kek_id
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -134,6 +134,7 @@ def test_create_never_overwrites_a_key_file_made_while_it_runs(tmp_path, monkeyp
 )
 def test_a_failed_write_leaves_no_temporary(tmp_path, monkeypatch, action, failing):
     path = tmp_path / "kek.json"
+    operation: Callable[[Path], object]
     if action == "create":
         operation = KeyFile.create
     else:
