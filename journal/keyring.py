@@ -15,6 +15,11 @@ whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
 readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
 the DEKs with the provider's current KEK; no record is rewritten.
 
+A key object serves only the owner its path names: its DEKs are wrapped with that
+owner as the provider's context, and an object whose ``owner`` field names another
+owner (a copy of someone else's key object, by anyone who can write the keyring
+store) is refused, never unwrapped and never rewrapped by a rotation.
+
 A :class:`Keyring` caches the DEKs it unwrapped, and another process may change them:
 a writer reads its owner's key object once, when it first encrypts, so that it never
 takes a DEK that is listed as erased (a new one is made, as for an owner who comes
@@ -45,6 +50,7 @@ from journal.errors import (
     PreconditionFailedError,
 )
 from journal.keys import ANONYMOUS_SEGMENT
+from journal.lazy import lazy_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,6 +75,8 @@ SLOT_KEYRING_DIR = "@keyring/slots/"
 _SUFFIX = ".key"
 _UPDATE_ATTEMPTS = 16
 _T = TypeVar("_T")
+
+logger = lazy_logger("journal")
 
 
 def owner_of(prefix: str) -> str:
@@ -99,6 +107,24 @@ class KeyObject(msgspec.Struct, frozen=True):
 
 
 _decoder = msgspec.json.Decoder(KeyObject)
+
+
+def _misplaced(owner: str, obj: KeyObject) -> KeyUnavailableError | None:
+    """Why ``obj``, read at ``owner``'s path, may not serve ``owner`` (None: it may).
+
+    Both are the owner as the path writes it (encoded segments, a long id in its
+    hashed form), so they are compared as they are: the field is clear JSON that
+    anyone who can write the keyring store can change, and a key object copied
+    from another owner's path still names that owner.
+    """
+    if obj.owner == owner:
+        return None
+    return KeyUnavailableError(
+        owner,
+        "",
+        f"its key object names the owner {obj.owner!r}, not the owner its path "
+        "names (a key object copied or altered by hand); it is not used",
+    )
 
 
 class OwnerKeys(msgspec.Struct):
@@ -223,6 +249,10 @@ class Keyring:
 
     async def _adopt(self, owner: str, obj: KeyObject) -> OwnerKeys:
         """The keys ``obj`` holds, cached when usable (the cache follows the read)."""
+        misplaced = _misplaced(owner, obj)
+        if misplaced is not None:
+            self._cache.pop(owner, None)
+            return OwnerKeys(owner, error=misplaced)
         cached = self._cache.get(owner)
         if cached is not None and all(k.id in cached.keys for k in obj.keys):
             # Erased or rewrapped since, nothing new: the DEKs unwrapped already
@@ -235,7 +265,7 @@ class Keyring:
                 current=obj.keys[-1].id if obj.keys else "",
             )
         else:
-            keys = await self._unwrap(obj)
+            keys = await self._unwrap(owner, obj)
         if cached is not None and not cached.keys.keys() <= keys.keys.keys():
             crypto.forget_keys()  # a DEK destroyed elsewhere leaves this process too
         if keys.error is None:
@@ -244,20 +274,22 @@ class Keyring:
             self._cache.pop(owner, None)
         return keys
 
-    async def _unwrap(self, obj: KeyObject) -> OwnerKeys:
-        out = OwnerKeys(
-            obj.owner, erased=frozenset(obj.erased), erased_at=obj.erased_at
-        )
+    async def _unwrap(self, owner: str, obj: KeyObject) -> OwnerKeys:
+        """The DEKs of ``obj``, read at ``owner``'s path, unwrapped for ``owner``."""
+        out = OwnerKeys(owner, erased=frozenset(obj.erased), erased_at=obj.erased_at)
         if not obj.keys:
             return out
         if self.provider is None:
             out.error = KeyUnavailableError(
-                obj.owner,
+                owner,
                 obj.keys[-1].id,
                 "the journal was opened without encryption (no key provider)",
             )
             return out
-        context = obj.owner.encode()
+        # The owner asked for, whose path the object was read from, not the
+        # object's own field: a DEK wrapped for another owner then never unwraps
+        # here, whatever the field says.
+        context = owner.encode()
         for wrapped in obj.keys:
             try:
                 raw = base64.b64decode(wrapped.wrapped, validate=True)
@@ -266,14 +298,14 @@ class Keyring:
                 )
             except LookupError:
                 out.error = KeyUnavailableError(
-                    obj.owner,
+                    owner,
                     wrapped.kek,
                     f"the key provider does not hold this key-encryption key "
                     f"(data key {wrapped.id})",
                 )
             except (ValueError, binascii.Error):
                 out.error = KeyUnavailableError(
-                    obj.owner,
+                    owner,
                     wrapped.kek,
                     f"data key {wrapped.id} does not unwrap with this key-encryption "
                     "key (a wrong key, or an altered key object)",
@@ -394,8 +426,14 @@ class Keyring:
     async def rotate(self) -> int:
         """Rewrap every DEK not wrapped by the provider's current KEK.
 
+        A key object whose ``owner`` field differs from the owner its path names is
+        left as it is, and the others are rotated: each such object is reported as
+        a warning on the ``journal`` logger, naming its path and the owner it
+        names. Retiring the older KEKs then makes it useless.
+
         Returns:
-            How many key objects were rewritten.
+            How many key objects were rewritten (those left as they were are not
+            counted).
 
         Raises:
             KeyUnavailableError: A DEK does not unwrap (its owner and KEK named).
@@ -410,9 +448,21 @@ class Keyring:
                 if found is None:
                     break
                 obj, etag = found
+                misplaced = _misplaced(owner, obj)
+                if misplaced is not None:
+                    # Rewrapping it would keep another owner's DEK (an erased one,
+                    # maybe) alive under the new KEK; left wrapped by the KEK it
+                    # had, it dies when that KEK is retired. Not raised: one such
+                    # object must not keep every owner after it unrotated.
+                    logger.warning(
+                        "KEK rotation left %s as it was: %s",
+                        self.object_key(owner),
+                        misplaced,
+                    )
+                    break
                 if all(k.kek == provider.key_id for k in obj.keys):
                     break
-                keys = await self._unwrap(obj)
+                keys = await self._unwrap(owner, obj)
                 if keys.error is not None:
                     raise keys.error
                 entries = []

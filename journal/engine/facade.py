@@ -463,6 +463,10 @@ class Journal:
         be retired (``KeyFile.retire``), which also makes any copy of a key object
         wrapped by them (a backup of the keyring) useless.
 
+        A key object whose ``owner`` field differs from the owner its path names
+        (copied from another owner's path) is left as it is and reported as a
+        warning on the ``journal`` logger; the others are rotated.
+
         Returns:
             How many key objects were rewritten.
         """
