@@ -252,6 +252,26 @@ class ObjectStore(abc.ABC):
         """
         del keys
 
+    async def mark_unsynced(self, prefix: str) -> None:
+        """Note that this store's writes under ``prefix`` may not be durable.
+
+        Called by a writer before it writes there, on a store that does not sync
+        (a local store opened with ``fsync=False``), so that a writer of a store
+        that does sync makes those writes durable before it builds on them
+        (:meth:`make_durable`). The default does nothing: other backends' writes
+        are durable when they return, or never.
+        """
+        del prefix
+
+    async def make_durable(self, prefix: str) -> None:
+        """Make durable what a store that does not sync left under ``prefix``.
+
+        Before a writer that syncs builds on it: everything :meth:`mark_unsynced`
+        flagged there, and the directories that lead to it. Cheap when nothing
+        was flagged. The default does nothing (see :meth:`mark_unsynced`).
+        """
+        del prefix
+
     async def read_many(
         self, keys: Sequence[str], *, concurrency: int = 16
     ) -> builtins.list[bytes | None]:

@@ -78,6 +78,9 @@ _CONCURRENT_WINDOW = 0.005
 # taken to be concurrent with it (seconds).
 
 _T = TypeVar("_T")
+_UNSYNCED = ".unsynced"
+"""Flags a thread directory a store that does not sync (``fsync=False``) wrote in:
+see :meth:`LocalStore.make_durable`."""
 _TMP_PREFIX = ".tmp-"
 _TRANSIENT = {errno.EAGAIN, errno.EBUSY, errno.EINTR, errno.ETIMEDOUT}
 
@@ -1171,6 +1174,62 @@ class LocalStore(ObjectStore):
 
     async def flush(self, keys: Sequence[str]) -> None:
         await run_blocking(self._flush, keys)
+
+    async def mark_unsynced(self, prefix: str) -> None:
+        if not self.fsync:
+            await run_blocking(self._mark_unsynced, prefix)
+
+    def _mark_unsynced(self, prefix: str) -> None:
+        directory, _ = self._dir_of(prefix)
+        with _MapErrors(prefix):
+            self._ensure_dir(directory)
+            marker = os.path.join(directory, _UNSYNCED)
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+
+    async def make_durable(self, prefix: str) -> None:
+        if not self.fsync:
+            return
+        directory, _ = self._dir_of(prefix)
+        marker = os.path.join(directory, _UNSYNCED)
+        # On the loop: a stat, which the kernel answers from its caches for a
+        # thread just loaded. Only a flagged thread pays for a worker's syncs.
+        if os.path.lexists(marker):  # noqa: ASYNC240
+            await run_blocking(self._make_durable, directory, marker)
+
+    def _make_durable(self, directory: str, marker: str) -> None:
+        """Sync every file and directory under ``directory``, and the way to it.
+
+        The marker goes last, once all of it is durable: a crash before leaves it,
+        and the next writer that syncs does this again.
+        """
+        with _MapErrors(directory):
+            directories: builtins.list[str] = []
+            for dirpath, _, names in _walk_files(directory, ""):
+                for name in names:
+                    try:
+                        fd = os.open(
+                            os.path.join(dirpath, name), os.O_RDONLY | os.O_NOFOLLOW
+                        )
+                    except OSError:  # gone since the listing, or a symbolic link
+                        continue
+                    try:
+                        os.fdatasync(fd)
+                    finally:
+                        os.close(fd)
+                directories.append(dirpath)
+            for dirpath in directories:
+                fsync_dir(dirpath)
+            # The new directories' own entries, up to the store's root.
+            parent = directory
+            while len(parent) > len(self._root):
+                up = os.path.dirname(parent)
+                if up == parent:
+                    break
+                parent = up
+                fsync_dir(parent)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+            fsync_dir(directory)
 
     async def read(self, key: str) -> tuple[bytes, str]:
         return await self._reading(self._read, key)

@@ -266,6 +266,11 @@ class ThreadWriter:
         try:
             for warning in loaded.warnings:
                 logger.warning("%s", warning)
+            # What a writer that did not sync (fsync=False on this directory) left
+            # is made durable before this one builds on it; such a writer flags
+            # the thread first, for the next one that syncs.
+            await self.log.store.make_durable(self.log.prefix)
+            await self.log.store.mark_unsynced(self.log.prefix)
             if loaded.head:
                 # The head may be a dead writer's, written but never synced: what
                 # this writer builds on must be durable, and its own records may
