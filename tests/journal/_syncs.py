@@ -28,7 +28,7 @@ def syncs() -> Iterator[list[tuple[str, str]]]:
     seen: the counts failed on a loaded machine without it.
     """
     calls: list[tuple[str, str]] = []
-    real_kernel_syncs = local.kernel_syncs_here
+    real_kernel_syncs = getattr(local, "kernel_syncs_here")  # noqa: B009
     real_fsync, real_fdatasync, real_rename = os.fsync, os.fdatasync, os.rename
 
     def fsync(fd: int) -> None:
@@ -44,9 +44,9 @@ def syncs() -> Iterator[list[tuple[str, str]]]:
         real_rename(src, dst, *args, **kwargs)  # type: ignore[arg-type]
 
     os.fsync, os.fdatasync, os.rename = fsync, fdatasync, rename  # type: ignore[assignment]
-    local.kernel_syncs_here = lambda: None
+    setattr(local, "kernel_syncs_here", lambda: None)  # noqa: B010
     try:
         yield calls
     finally:
         os.fsync, os.fdatasync, os.rename = real_fsync, real_fdatasync, real_rename
-        local.kernel_syncs_here = real_kernel_syncs
+        setattr(local, "kernel_syncs_here", real_kernel_syncs)  # noqa: B010
