@@ -64,7 +64,8 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
     async context manager that closes itself.
 
     :meth:`use_encryption` makes it encrypt every state it saves (see
-    :mod:`stores.state.encryption`).
+    :mod:`stores.state.encryption`); :meth:`shred` and :meth:`rotate_keys` then
+    destroy an owner's data keys and rewrap them all with the current KEK.
     """
 
     cipher: SlotCipher | None = None
@@ -103,6 +104,29 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
         if self.cipher is None:
             raise ValueError("shred needs a store with use_encryption(...)")
         return await self.cipher.shred(user_id, session_id)
+
+    async def rotate_keys(self) -> int:
+        """Rewrap every data key of this store's slots with the current KEK.
+
+        The counterpart of ``Journal.rotate_keys`` for the key objects under
+        ``@keyring/slots/`` of the keyring store, which the journal's rotation
+        does not touch: run both before retiring the older KEKs
+        (``KeyFile.retire``), or the slots whose keys they still wrap stop
+        loading. No slot is rewritten: only the key objects. A key object whose
+        ``owner`` field differs from the owner its path names is left as it is
+        and reported as a warning on the ``journal`` logger.
+
+        Returns:
+            How many key objects were rewritten.
+
+        Raises:
+            ValueError: The store is not encrypted.
+            KeyUnavailableError: A data key does not unwrap (its owner and KEK
+                named).
+        """
+        if self.cipher is None:
+            raise ValueError("rotate_keys needs a store with use_encryption(...)")
+        return await self.cipher.rotate()
 
     async def save(
         self,

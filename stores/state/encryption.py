@@ -7,7 +7,8 @@ mode. The associated data is the slot's address (user, session, entry), so a
 ciphertext copied to another slot does not decrypt. It is JSON so that every backend
 (JSON files, Redis, SQL text columns) stores it as it stores a plain state. The key
 objects live on the keyring store of the :class:`~journal.crypto.Encryption` given,
-under ``@keyring/slots/``; :meth:`SlotCipher.shred` destroys an owner's keys.
+under ``@keyring/slots/``; :meth:`SlotCipher.shred` destroys an owner's keys and
+:meth:`SlotCipher.rotate` rewraps them all with the provider's current KEK.
 
 Another process may shred an owner's keys while this one has them cached. A save
 takes the owner's data key from a read of the key object (:meth:`Keyring.current`
@@ -214,3 +215,17 @@ class SlotCipher:
         if user_id is None and session_id is None:
             raise ValueError("shredding the anonymous user needs its session_id")
         return await self.keyring.shred(slot_owner(slot))
+
+    async def rotate(self) -> int:
+        """Rewrap every slot data key with the provider's current KEK.
+
+        See :meth:`journal.keyring.Keyring.rotate`: only the key objects under
+        ``@keyring/slots/`` are rewritten, never a slot.
+
+        Returns:
+            How many key objects were rewritten.
+
+        Raises:
+            KeyUnavailableError: A data key does not unwrap.
+        """
+        return await self.keyring.rotate()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
-from journal.crypto import Encryption, StaticKeys, generate_key
+from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal.crypto import Encryption, KeyFile, StaticKeys, generate_key
 from journal.errors import CorruptRecordError, ErasedError, KeyUnavailableError
 from stores.local import LocalStore
 from stores.memory import MemoryStore
@@ -204,3 +208,54 @@ async def test_a_sealed_slot_nested_too_deeply_is_corrupt():
         await cipher.open(
             SlotKey.of("alice", "s1", "a"), b'{"encrypted": "AJES1", "x": ' + deep
         )
+
+
+async def test_slot_keys_are_rotated_and_the_old_kek_retired(tmp_path, caplog):
+    # The rotation steps of docs/ENCRYPTION.md on a deployment whose journal and
+    # state store share the key file and the keyring store.
+    kek = tmp_path / "kek.json"
+    KeyFile.create(kek)
+
+    def state_store() -> JsonFileAgentStateStore:
+        keyring = LocalStore(tmp_path / "keys", fsync=False)
+        enc = Encryption(KeyFile(kek), keyring=keyring)
+        return JsonFileAgentStateStore(tmp_path / "state", fsync=False).use_encryption(
+            enc
+        )
+
+    def journal() -> Journal:
+        keyring = LocalStore(tmp_path / "keys", fsync=False)
+        return Journal(
+            MemoryStore(), encryption=Encryption(KeyFile(kek), keyring=keyring)
+        )
+
+    store = state_store()
+    for user in ("alice", None):
+        await store.save(user, "s1", "main", marked_state())
+    async with journal().writer(ThreadKey("agent", "s1", user_id="bob")) as w:
+        await w.append([MessageAppended(Msg("user", MARKER))])
+    slots = tmp_path / "keys/@keyring/slots"
+    # Another owner's key object copied in by hand: left as it is, reported.
+    (slots / "mallory.key").write_bytes((slots / "alice.key").read_bytes())
+
+    old = KeyFile(kek).key_id
+    new = KeyFile.rotate(kek)
+    assert await journal().rotate_keys() == 1  # bob's: the journal's only
+    with caplog.at_level(logging.WARNING, logger="journal"):
+        assert await state_store().rotate_keys() == 2  # alice's, ~/s1's
+    assert [r.getMessage() for r in caplog.records if "mallory" in r.getMessage()]
+    assert await state_store().rotate_keys() == 0
+    for path in (slots / "alice.key", slots / "~/s1.key"):
+        assert json.loads(path.read_text())["keys"][0]["kek"] == new
+    KeyFile.retire(kek, old)
+
+    store = state_store()
+    for user in ("alice", None):
+        loaded = await store.load(user, "s1", "main")
+        assert loaded is not None
+        assert loaded[0].summary == MARKER
+
+
+async def test_rotating_a_plain_state_store_is_refused():
+    with pytest.raises(ValueError, match="use_encryption"):
+        await InMemoryAgentStateStore().rotate_keys()
