@@ -608,7 +608,9 @@ class LocalStore(ObjectStore):
         if self.segments and (where := self._segmented(path)) is not None:
             with _MapErrors(key):
                 self._ensure_dir(where[0])
-                return self._segs.replace(where[0], where[1], data, if_match, key=key)
+                return self._segs.replace(
+                    where[0], where[1], data, if_match, key=key, sync=sync
+                )
         directory, name = os.path.split(path)
         with _MapErrors(key):
             self._ensure_dir(directory)

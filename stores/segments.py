@@ -1549,9 +1549,20 @@ class SegmentSet:
             fsync_dir(directory)
 
     def replace(
-        self, directory: str, name: str, data: bytes, if_match: str | None, *, key: str
+        self,
+        directory: str,
+        name: str,
+        data: bytes,
+        if_match: str | None,
+        *,
+        key: str,
+        sync: bool = True,
     ) -> str:
-        """Compare-and-swap (append a newer frame for ``name``)."""
+        """Compare-and-swap (append a newer frame for ``name``).
+
+        Synced as :meth:`create` is (the frame, and the directory entry of a
+        segment it starts) unless ``sync`` is False.
+        """
         seg_name = segment_of(name)
         assert seg_name is not None  # noqa: S101
         path = os.path.join(directory, seg_name)
@@ -1565,7 +1576,16 @@ class SegmentSet:
                 if _etag(current) != if_match:
                     raise PreconditionFailedError(key)
             assert fd is not None  # noqa: S101
-            segment.append(fd, _PUT, name, data)
+            _, commit, undo = segment.write_frames(fd, [(_PUT, name, data)])
+            try:
+                if self.fsync and sync:
+                    os.fdatasync(fd)
+                    # Its creator may have crashed before syncing the entry.
+                    self._sync_dir_once(directory, segment.index)
+                commit()
+            except BaseException:
+                undo()
+                raise
         return _etag(data)
 
     def read(self, directory: str, name: str) -> bytes | None:

@@ -37,6 +37,7 @@ from stores import segments as segments_module
 from stores.local import LocalStore
 from stores.segments import CACHED_MAX, MAX_OPEN, SegmentSet, is_segment, segment_of
 from stores.testing import StoreContract
+from tests.journal._syncs import syncs
 from tests.stores._segment_child import (
     NOT_REACHED,
     POINTS,
@@ -221,6 +222,23 @@ async def test_an_append_to_a_segment_costs_one_fdatasync(tmp_path, monkeypatch)
     assert [f.name for f in parse_segment(seg(tmp_path, 1))[0]] == [
         record_name(v) for v in (1, 2, 3)
     ]
+
+
+async def test_a_replace_that_starts_a_segment_syncs_its_directory(tmp_path):
+    """replace, like create: the frame and the new segment's directory entry."""
+    store = LocalStore(tmp_path, kernel_syncs=False)
+    with syncs() as calls:
+        await store.replace(rec(1), b"first", if_match=None)
+    log = str(tmp_path / LOG).rstrip("/")
+    assert ("fdatasync", str(seg(tmp_path, 1))) in calls
+    assert ("fsync", log) in calls
+    data, etag = await store.read(rec(1))
+    assert data == b"first"
+    # Without syncs when asked for none.
+    with syncs() as calls:
+        await store.replace_unsynced(rec(1), b"second", if_match=etag)
+    assert calls == []
+    assert (await store.read(rec(1)))[0] == b"second"
 
 
 @pytest.mark.parametrize("segments", [True, False], ids=["segments", "files"])
