@@ -299,8 +299,10 @@ class ThreadLog:
                 raise self._no_keyring()
             return codec.parse_record(data, label=self.label, version=version)
         cipher = self.cipher
-        await cipher.load()
         try:
+            # Inside: a key object that does not decode is a key not to be had,
+            # which a lenient read (verify) reports instead of raising.
+            await cipher.load()
             return await cipher.opening(
                 lambda: codec.parse_record(
                     data, label=self.label, version=version, opener=cipher.open_record

@@ -231,39 +231,48 @@ class _Verifier:
 
     async def _sealed_record(self, parsed: codec.ParsedRecord) -> None:
         """An encrypted record whose key cannot be had: its structure only."""
-        version = parsed.body.version
         if self.report.encryption not in ("erased", "locked"):
-            keys = await self.log.keys()
-            erased = keys is not None and keys.status == "erased"
-            self.report.encryption = "erased" if erased else "locked"
-            if keys is not None and erased:
-                self.warning(
-                    None,
-                    str(ErasedError(keys.owner, keys.erased_at, self.log.label))
-                    + "; only the structure was checked",
-                )
-            else:
-                why = keys.error if keys is not None else None
-                reason = f": {why}" if why is not None else ""
-                provider = (
-                    self.log.cipher is not None
-                    and self.log.cipher.keyring.provider is not None
-                )
-                # With a key provider configured, an unusable key is a failure
-                # to check what was asked for; without one it is the expected
-                # structure-only check.
-                (self.problem if provider else self.warning)(
-                    None,
-                    f"content not checked, the records are encrypted{reason}",
-                )
+            await self._report_keys()
         self.replay_ok = False
         if parsed.body.epoch < self.max_epoch:
             self.problem(
-                version,
+                parsed.body.version,
                 f"epoch {parsed.body.epoch} is lower than the earlier epoch "
                 f"{self.max_epoch} (protocol violation)",
             )
         self.max_epoch = max(self.max_epoch, parsed.body.epoch)
+
+    async def _report_keys(self) -> None:
+        """Why the records' content cannot be checked: erased, or no usable key."""
+        # With a key provider configured, an unusable key is a failure to check
+        # what was asked for; without one it is the expected structure-only check.
+        provider = (
+            self.log.cipher is not None and self.log.cipher.keyring.provider is not None
+        )
+        try:
+            keys = await self.log.keys()
+        except EncryptionError as exc:
+            # A key object that does not decode (torn, damaged): the structure can
+            # still be checked, and verify returns a report rather than raise.
+            self.report.encryption = "locked"
+            (self.problem if provider else self.warning)(
+                None, f"content not checked, the records are encrypted: {exc}"
+            )
+            return
+        erased = keys is not None and keys.status == "erased"
+        self.report.encryption = "erased" if erased else "locked"
+        if keys is not None and erased:
+            self.warning(
+                None,
+                str(ErasedError(keys.owner, keys.erased_at, self.log.label))
+                + "; only the structure was checked",
+            )
+        else:
+            why = keys.error if keys is not None else None
+            reason = f": {why}" if why is not None else ""
+            (self.problem if provider else self.warning)(
+                None, f"content not checked, the records are encrypted{reason}"
+            )
 
     async def _check_leftovers(self) -> None:
         for leftover in await self.log.leftovers():

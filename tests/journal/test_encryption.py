@@ -94,6 +94,26 @@ async def test_verify_without_keys_checks_structure(tmp_path):
     assert not (await keyless.verify(key)).ok
 
 
+async def test_verify_reports_a_key_object_that_does_not_decode(tmp_path):
+    """A torn key object is a report's finding, not an exception from verify."""
+    provider = StaticKeys([generate_key()])
+    key = key_of()
+    await fill(Journal.open(tmp_path, encryption=provider), key, 3)
+    key_object = tmp_path / "@keyring/threads/default/agent/alice.key"
+    assert key_object.exists()
+    key_object.write_text('{"format": 1,')
+    # Without keys: the structure-only check, the key object's state a warning.
+    keyless = await Journal.open(tmp_path).verify(key)
+    assert keyless.ok, keyless.problems
+    assert keyless.encryption == "locked"
+    assert any("does not decode" in w.message for w in keyless.warnings)
+    # With a provider: what was asked for could not be checked, a problem.
+    keyed = await Journal.open(tmp_path, encryption=provider).verify(key)
+    assert not keyed.ok
+    assert keyed.encryption == "locked"
+    assert any("does not decode" in p.message for p in keyed.problems)
+
+
 async def test_wrong_key_names_owner_and_key_id_never_the_key(tmp_path):
     right, wrong = generate_key(), generate_key()
     await fill(Journal.open(tmp_path, encryption=StaticKeys([right])), key_of())
