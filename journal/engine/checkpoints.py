@@ -38,7 +38,13 @@ from journal.chunk_index import (
     parse_index_ref,
 )
 from journal.engine.batches import ENTRY_SIZE
-from journal.engine.log import READ_BATCH, ChainBrokenError, chain_broken_at
+from journal.engine.log import (
+    DOWNGRADE,
+    READ_BATCH,
+    ChainBrokenError,
+    DowngradeError,
+    chain_broken_at,
+)
 from journal.engine.provenance import Provenance
 from journal.errors import (
     CompressionUnavailableError,
@@ -169,12 +175,16 @@ class AddedMessages:
     the cyclic collector does not track), instead of a list per record.
     """
 
-    __slots__ = ("messages", "start", "stop")
+    __slots__ = ("messages", "plain", "sealed", "start", "stop")
 
     def __init__(self) -> None:
         self.messages: list[ev.Msg] = []
         self.start: dict[int, int] = {}
         self.stop: dict[int, int] = {}
+        self.plain = 0
+        """With a key provider, the highest version read as a plain record."""
+        self.sealed = False
+        """With a key provider, whether an encrypted record was read."""
 
     def of(self, version: int) -> list[ev.Msg]:
         """The messages ``version`` adds, in order."""
@@ -209,10 +219,17 @@ async def read_spans(
     the stored hash of the record before it in the run; the hashes themselves are
     not recomputed (see :func:`codec.parse_messages`).
     ``provenance`` learns where each message came from; ``heads`` the stored hash
-    and epoch of the last record of each run, by version.
+    and epoch of the last record of each run, by version (with a key provider,
+    not of a plain one, whose stored hash nothing checked).
+
+    With a key provider (:attr:`ThreadLog.keyed`), a plain record after an
+    encrypted one is refused, and the result notes the last plain record read
+    (:attr:`AddedMessages.plain`): what a plain record adds is not authenticated,
+    so a caller that trusts the span's digest checks it.
 
     Raises:
-        CorruptRecordError: A record is missing or fails a check.
+        CorruptRecordError: A record is missing or fails a check
+            (``DowngradeError``: a plain record after an encrypted one).
     """
     ranges = sorted((s.first, s.last) for s in spans)
     runs: list[list[int]] = []
@@ -224,7 +241,7 @@ async def read_spans(
     added = AddedMessages()
     for first, last in runs:
         head = await _read_run(log, first, last, added)
-        if heads is not None:
+        if heads is not None and not (log.keyed and added.plain == last):
             heads[last] = head
     if provenance is not None:
         for version in added.versions():
@@ -250,6 +267,7 @@ async def _read_run(
         The stored hash and the epoch of record ``last``.
     """
     label = log.label
+    keyed = log.keyed
     prev: bytes | None = None
     epoch = 0
     messages = added.messages
@@ -281,6 +299,10 @@ async def _read_run(
                     # pass, which comes as soon as it is back on.
                     stored.clear()
             if run.read:
+                if keyed:
+                    if added.sealed:
+                        raise DowngradeError(label, version, DOWNGRADE)
+                    added.plain = version + run.read - 1
                 if prev is not None and run.prev_hash != prev:
                     raise _broken(log, version)
                 added.add(version, begin, ends)
@@ -291,6 +313,13 @@ async def _read_run(
                 continue
             # Not a plain record of known events: the general path reads it.
             parsed = await log.parse(bytes(stored[done]), version, strict=True)
+            if keyed:
+                if parsed.encrypted:
+                    added.sealed = True
+                elif added.sealed:
+                    raise DowngradeError(label, version, DOWNGRADE)
+                else:
+                    added.plain = version
             record = (await log.materialize([parsed]))[0]
             if prev is not None and parsed.body.prev_hash != prev:
                 raise _broken(log, version)
@@ -424,6 +453,7 @@ async def read_checkpoint(
     *,
     messages: bool = True,
     indexes: list[str] | None = None,
+    encrypted: list[bool] | None = None,
 ) -> tuple[AgentState, codec.CheckpointBody]:
     """Read the checkpoint at ``version`` with its chunks: the state and the body.
 
@@ -432,16 +462,32 @@ async def read_checkpoint(
     ``messages=False`` the chunks are neither read nor checked: the state's
     context is left empty. Otherwise the body returned lists its chunks flat, its
     chunk index blobs read (:func:`expand_refs`), and ``indexes`` (if given) gets
-    the digests of those index blobs.
+    the digests of those index blobs. ``encrypted`` (if given) gets whether the
+    checkpoint was stored encrypted.
+
+    With a key provider (:attr:`ThreadLog.keyed`), a plain checkpoint is believed
+    only over a plain record (:meth:`ThreadLog.check_plain_checkpoint`, which
+    tells ``heads`` that record's hash and epoch), and an encrypted one's log
+    spans over plain records must rebuild the chunks their digests name: the
+    stored hashes of plain records are not recomputed, and nothing else ties
+    what they add to the checkpoint.
 
     Raises:
         ObjectNotFoundError: There is no such checkpoint.
-        ValueError: It does not decode or disagrees with itself.
+        ValueError: It does not decode or disagrees with itself, or it is plain
+            where the thread's records are encrypted.
         CorruptRecordError: A chunk or chunk index is missing or fails its hash,
             or a record a log span names is missing or fails a check.
     """
-    body = codec.decode_checkpoint(await log.read_checkpoint(version))
+    opened, sealed = await log.open_checkpoint(version)
+    body = codec.decode_checkpoint(opened)
     check_body(body, version)
+    if log.keyed and not sealed:
+        covered = await log.check_plain_checkpoint(version, body.record_hash)
+        if heads is not None:
+            heads[version] = covered.hash, covered.body.epoch
+    if encrypted is not None:
+        encrypted.append(sealed)
     state = decode_state(body.state)
     state.version = version
     if not messages:
@@ -463,6 +509,11 @@ async def read_checkpoint(
         if spans
         else AddedMessages()
     )
+    if added.plain and sealed:
+        # Only with a key provider (``plain`` is 0 otherwise).
+        for named in spans.values():
+            if named.first <= added.plain:
+                _check_digest(log, named, added)
     context = state.context
     claimed = body.message_count
     # A chunk named again (a context holding the same run of messages twice, or a
@@ -502,6 +553,21 @@ async def read_checkpoint(
             f"checkpoint holds {len(context)} messages, expected {claimed}"
         )
     return state, body
+
+
+def _check_digest(log: ThreadLog, span: LogSpan, added: AddedMessages) -> None:
+    """Check that ``span`` holds the chunk its digest names.
+
+    Raises:
+        CorruptRecordError: It does not (or its records add too few messages).
+    """
+    if pack_chunk(span_messages(log, span, added))[0] != span.digest:
+        raise CorruptRecordError(
+            log.label,
+            span.last,
+            f"records {span.first}-{span.last} do not hold the chunk their log "
+            "span names",
+        )
 
 
 async def _flush_found(log: ThreadLog, snap: Snapshot) -> bool:

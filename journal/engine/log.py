@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "READ_BATCH",
     "ChainBrokenError",
+    "DowngradeError",
     "RetentionMarker",
     "ScanProblem",
     "ThreadLog",
@@ -72,6 +73,23 @@ READ_BATCH = 256
 
 class ChainBrokenError(CorruptRecordError):
     """A record's ``prev_hash`` is not the hash of the record before it."""
+
+
+class DowngradeError(CorruptRecordError):
+    """A plain record where the thread's records are encrypted already.
+
+    Writers never write one: once a record is encrypted, every later one is, and a
+    writer without the keys cannot rebuild the thread to go on. Such a record was
+    made without the keys (by someone who can write the storage), and its content
+    is not authenticated.
+    """
+
+
+DOWNGRADE = (
+    "unencrypted record after an encrypted one: written without the thread's "
+    "keys, refused"
+)
+"""What :class:`DowngradeError` says of the record."""
 
 
 def chain_broken_at(version: int) -> str:
@@ -190,6 +208,10 @@ class ThreadLog:
         self.prefix = layout.prefix
         self.cipher = ThreadCipher(keyring, layout.prefix) if keyring else None
         self.encrypt = encrypt and self.cipher is not None
+        self.keyed = keyring is not None and keyring.provider is not None
+        """The journal has a key provider: reads refuse what skips encryption
+        after an encrypted record (:class:`DowngradeError`). A journal without
+        one reads encrypted threads as stored and checks no such order."""
         self.seal_dir = f"{layout.prefix}/seals/"
         self.signer: Signer | None = None
         """Signs a seal at every checkpoint this log stores (set by its journal)."""
@@ -372,12 +394,38 @@ class ThreadLog:
     async def read_parsed(self, version: int) -> codec.ParsedRecord:
         """Read and verify one record.
 
+        With a key provider (:attr:`keyed`), a plain record is refused when the
+        thread's first record or the one before it is encrypted (one more read,
+        for plain records only).
+
         Raises:
             ObjectNotFoundError: No record at ``version``.
-            CorruptRecordError: It fails a check.
+            CorruptRecordError: It fails a check (``DowngradeError``: a plain
+                record after an encrypted one).
         """
         data, _ = await self.store.read(self.record_key(version))
-        return await self.parse(data, version)
+        parsed = await self.parse(data, version)
+        if self.keyed and not parsed.encrypted and await self.encrypted_before(version):
+            raise DowngradeError(self.label, version, DOWNGRADE)
+        return parsed
+
+    async def encrypted_before(self, version: int) -> bool:
+        """Whether a plain record at ``version`` follows an encrypted one.
+
+        True when the thread's first record or the one before ``version`` is
+        encrypted: then a plain record at ``version`` is no writer's. One
+        ``read_many`` of those two records; a missing one (retention removed it)
+        tells nothing. The first record too, since a plain record can follow
+        forged ones: it settles the question for a thread encrypted from its start.
+        A thread whose first records are plain (written before encryption was
+        turned on) can still be given several forged records in a row after its
+        encrypted ones; a read of the log from the start refuses them.
+        """
+        if version <= 1:
+            return False
+        wanted = [1] if version == 2 else [1, version - 1]
+        found = await self.store.read_many([self.record_key(v) for v in wanted])
+        return any(d is not None and codec.is_encrypted_record(d) for d in found)
 
     async def check_blob(
         self, stored: bytes | memoryview, digest: str, *, limit: int | None = None
@@ -586,6 +634,7 @@ class ThreadLog:
         after: int,
         prev_hash: bytes | None,
         first: Sequence[bytes | None] = (),
+        sealed: bool | None = None,
     ) -> AsyncIterator[list[codec.ParsedRecord]]:
         """Read ``versions``, checking that they follow ``after`` with no gap.
 
@@ -596,9 +645,16 @@ class ThreadLog:
         the stored bytes of the first versions when the caller read them already
         (see :meth:`tail`).
 
+        With a key provider (:attr:`keyed`), a plain record after an encrypted one
+        is refused. ``sealed`` says whether what comes before ``after + 1`` counts
+        as encrypted: True (an encrypted checkpoint), False (the genesis, or what
+        the caller checked), None to find out (:meth:`encrypted_before`, read
+        only if the first record is plain).
+
         Raises:
             CorruptRecordError: A version is missing or a record fails a check
-                (``ChainBrokenError`` when the chain is broken).
+                (``ChainBrokenError`` when the chain is broken, ``DowngradeError``
+                for a plain record after an encrypted one).
         """
         expected = after + 1
         for version in versions:
@@ -609,7 +665,9 @@ class ThreadLog:
         # parsed records only.
         return cast(
             "AsyncIterator[list[codec.ParsedRecord]]",
-            self._walk(versions, after, prev_hash, strict=True, first=first),
+            self._walk(
+                versions, after, prev_hash, strict=True, first=first, sealed=sealed
+            ),
         )
 
     def audit(
@@ -624,7 +682,7 @@ class ThreadLog:
         where the previous record was read intact (a gap or a damaged record is
         reported once, where it is).
         """
-        return self._walk(versions, after, prev_hash, strict=False)
+        return self._walk(versions, after, prev_hash, strict=False, sealed=None)
 
     async def _walk(
         self,
@@ -634,10 +692,17 @@ class ThreadLog:
         *,
         strict: bool,
         first: Sequence[bytes | None] = (),
+        sealed: bool | None,
     ) -> AsyncIterator[list[codec.ParsedRecord | ScanProblem]]:
         listed = set(versions)
         expected = after + 1
         prev = prev_hash
+        # Whether an encrypted record came before (None: not known yet). Without
+        # a key provider it stays False: a plain journal's walk does no more
+        # than before, one test per record.
+        keyed = self.keyed
+        if not keyed or after == 0:
+            sealed = False
         for i in range(0, len(versions), READ_BATCH):
             batch = versions[i : i + READ_BATCH]
             if i == 0 and len(first) >= len(batch):
@@ -663,12 +728,19 @@ class ThreadLog:
                     prev = None  # unknown: the next record's chain cannot be judged
                     continue
                 try:
-                    # A clear record needs no keys: parsed without a coroutine.
-                    parsed = (
-                        await self.parse(data, version, strict=strict)
-                        if codec.is_encrypted_record(data)
-                        else codec.parse_record(data, label=self.label, version=version)
-                    )
+                    if codec.is_encrypted_record(data):
+                        sealed = keyed
+                        parsed = await self.parse(data, version, strict=strict)
+                    else:
+                        # A clear record needs no keys: parsed without a coroutine.
+                        parsed = codec.parse_record(
+                            data, label=self.label, version=version
+                        )
+                        if sealed is not False:
+                            if sealed is None:
+                                sealed = await self.encrypted_before(version)
+                            if sealed:
+                                raise DowngradeError(self.label, version, DOWNGRADE)
                 except CorruptRecordError as exc:
                     if strict:
                         raise
@@ -693,7 +765,18 @@ class ThreadLog:
     # --- checkpoints, hint, retention -------------------------------------------
 
     async def read_checkpoint(self, version: int) -> bytes:
-        """The stored bytes of the checkpoint at ``version``.
+        """The stored bytes of the checkpoint at ``version`` (decrypted).
+
+        Raises:
+            ObjectNotFoundError: There is none.
+        """
+        return (await self.open_checkpoint(version))[0]
+
+    async def open_checkpoint(self, version: int) -> tuple[bytes, bool]:
+        """The checkpoint at ``version``, decrypted, and whether it was encrypted.
+
+        A plain one read with a key provider must pass
+        :meth:`check_plain_checkpoint` before it is believed.
 
         Raises:
             ObjectNotFoundError: There is none.
@@ -713,7 +796,53 @@ class ThreadLog:
                 )
             except ValueError as exc:
                 raise ValueError(f"checkpoint {exc}") from None
-        return data
+            return data, True
+        return data, False
+
+    async def check_plain_checkpoint(
+        self, version: int, record_hash: bytes
+    ) -> codec.ParsedRecord:
+        """Check that a plain checkpoint at ``version`` can be a writer's.
+
+        Writers encrypt a checkpoint once records are encrypted, so with a key
+        provider a plain one is believed only over a plain record (one a writer
+        without keys could have written, before the thread was encrypted): the
+        record at ``version``, with the hash the checkpoint names, neither the
+        thread's first record nor the one before encrypted (see
+        :meth:`encrypted_before`). One ``read_many`` of those three records.
+
+        Returns:
+            The record at ``version``, checked (its hash recomputed).
+
+        Raises:
+            ValueError: The checkpoint is not to be believed (a load skips it).
+            CorruptRecordError: The record at ``version`` fails a check.
+        """
+        wanted = sorted({1, max(version - 1, 1), version})
+        found = dict(
+            zip(
+                wanted,
+                await self.store.read_many([self.record_key(v) for v in wanted]),
+                strict=True,
+            )
+        )
+        data = found[version]
+        if data is None:
+            raise ValueError(
+                f"checkpoint {version} is not encrypted and covers no record"
+            )
+        if any(d is not None and codec.is_encrypted_record(d) for d in found.values()):
+            raise ValueError(
+                f"checkpoint {version} is not encrypted but the thread's records "
+                "are: written without the thread's keys, refused"
+            )
+        parsed = codec.parse_record(data, label=self.label, version=version)
+        if parsed.hash != record_hash:
+            raise ValueError(
+                f"checkpoint {version} is not encrypted and names a record hash "
+                "that is not the log's"
+            )
+        return parsed
 
     async def create_checkpoint(self, version: int, data: bytes) -> bool:
         """Create the checkpoint at ``version`` unless one exists (it is derived).

@@ -18,7 +18,7 @@ from journal import codec
 from journal.checkpoint import LogSpan
 from journal.engine.batches import BatchWindow
 from journal.engine.checkpoints import read_checkpoint
-from journal.engine.log import READ_BATCH, ChainBrokenError
+from journal.engine.log import READ_BATCH, ChainBrokenError, DowngradeError
 from journal.errors import (
     CompressionUnavailableError,
     CorruptRecordError,
@@ -135,6 +135,7 @@ async def rebuild(
             version = usable[-1] if usable else 0
         base: tuple[AgentState, codec.CheckpointBody] | None = None
         indexes: list[str] = []
+        encrypted: list[bool] = []
         if version == 0:
             if marker is not None:
                 if unopened is not None:
@@ -155,6 +156,7 @@ async def rebuild(
                     heads,
                     messages=messages,
                     indexes=indexes,
+                    encrypted=encrypted,
                 )
             except ObjectNotFoundError:
                 warnings.append(
@@ -187,6 +189,7 @@ async def rebuild(
                 window=window,
                 refs=refs,
                 covered=heads.get(version),
+                sealed=bool(encrypted) and encrypted[0],
             )
         except ForeignCheckpointError as exc:
             warnings.append(f"{log.label}: checkpoint {version} {exc}; skipped")
@@ -233,11 +236,14 @@ async def _replay(
     window: bool,
     refs: LogRefs | None,
     covered: tuple[bytes, int] | None = None,
+    sealed: bool = False,
 ) -> Loaded:
     """Fold the log after ``base`` (or from its start) into the state.
 
     ``covered``: the stored hash and epoch of the record ``base`` covers, when a
     log span of it read that record (checked by its CRC, as a span's records are).
+    ``sealed``: ``base`` was stored encrypted. Its writer had the keys, so every
+    record after it is encrypted (with a key provider, a plain one is refused).
     """
     batches: BatchWindow | None = None
     chunks: set[str] = set()
@@ -276,7 +282,11 @@ async def _replay(
         if covered[0] != prev_hash:
             raise ForeignCheckpointError("does not match the log's record hash")
         head_epoch = covered[1]
-    batches_read = log.scan(versions, after=start, prev_hash=prev_hash, first=first)
+    # A plain checkpoint was believed only over a plain record (read_checkpoint);
+    # the log's start is the genesis.
+    batches_read = log.scan(
+        versions, after=start, prev_hash=prev_hash, first=first, sealed=sealed
+    )
     if at_version is not None and at_version > start + len(versions):
         raise ValueError(
             f"{log.label} has no version {at_version}; its head is "
@@ -307,6 +317,16 @@ async def _replay(
         if base is not None and exc.version == start + 1:
             raise ForeignCheckpointError(
                 "does not match the log's record hash"
+            ) from None
+        raise
+    except DowngradeError as exc:
+        if base is not None and exc.version == start + 1:
+            # An encrypted checkpoint over a plain record may be followed by the
+            # plain records of a writer without keys (which skips it): the
+            # checkpoint is refused, and a replay from before it judges the
+            # record against the records before it, not the checkpoint.
+            raise ForeignCheckpointError(
+                "is encrypted but the record after it is not"
             ) from None
         raise
     if refs is not None:

@@ -460,7 +460,7 @@ class _Verifier:
         self._check_unknown_events(record)
         self._replay(record)
         if self.replay_ok and version in self.checkpoints:
-            await self._check_checkpoint(parsed.hash)
+            await self._check_checkpoint(parsed)
 
     def _extend_window(self, parsed: codec.ParsedRecord) -> None:
         version = parsed.body.version
@@ -505,12 +505,14 @@ class _Verifier:
             self.replay_ok = False
             self.warning(record.version, f"replay stopped: {exc}")
 
-    async def _check_checkpoint(self, record_hash: bytes) -> None:
+    async def _check_checkpoint(self, parsed: codec.ParsedRecord) -> None:
+        record_hash = parsed.hash
         state = self.state
         version = state.version
         self.report.checkpoints += 1
         try:
-            body = codec.decode_checkpoint(await self.log.read_checkpoint(version))
+            data, encrypted = await self.log.open_checkpoint(version)
+            body = codec.decode_checkpoint(data)
         except (ValueError, ObjectNotFoundError, EncryptionError) as exc:
             if await self._torn_checkpoint(version):
                 # Derived data written without a sync: a power cut can leave it
@@ -518,6 +520,15 @@ class _Verifier:
                 self.warning(version, f"{_UNSYNCED} is torn ({exc}); {_SKIPPED}")
             else:
                 self.problem(version, f"checkpoint is unreadable: {exc}")
+            return
+        if parsed.encrypted and not encrypted and self.log.keyed:
+            # Writers encrypt every checkpoint of an encrypted record: this one
+            # was made without the keys (loads refuse it).
+            self.problem(
+                version,
+                "checkpoint is not encrypted but its record is: written without "
+                f"the thread's keys; {_SKIPPED}",
+            )
             return
         refs: list[str] | None = None
         try:
