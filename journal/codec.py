@@ -790,6 +790,26 @@ def _check_unknown(event: ev.UnknownEvent, index: int) -> object:
     if info is not None and info.schema == event.schema:
         # A reader knows this type: it decodes the bytes as that type.
         return _check_decodes(info, event.data, event, index)
+    if info is not None and event.schema < info.schema:
+        # A reader upcasts it to that type: the writer must fold what they fold.
+        envelope = Envelope(
+            event.type, event.schema, event.required, msgspec.Raw(event.data)
+        )
+        try:
+            upcast = _decode_event(envelope, None)
+        except (ValueError, msgspec.DecodeError, RecursionError) as exc:
+            raise InvalidEventError(
+                index,
+                name,
+                f"events[{index}].data",
+                f"does not decode as {name} at schema {event.schema}: {exc}",
+                "bytes",
+            ) from None
+        if _needs_inspection(upcast):
+            problem = _inspect(upcast, name, index)
+            if problem is not None:
+                raise problem
+        return upcast
     try:
         value = msgspec.msgpack.decode(event.data)
     except (msgspec.DecodeError, RecursionError) as exc:

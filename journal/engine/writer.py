@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ import msgspec
 
 from journal import codec
 from journal import events as ev
-from journal.checkpoint import ChunkEncoder
+from journal.checkpoint import ChunkEncoder, decode_chunk
 from journal.engine.batches import DIGEST_SIZE, BatchWindow
 from journal.engine.checkpoints import LogRefs, Snapshot, put_chunks, store_checkpoint
 from journal.engine.diff import diff_states
@@ -688,16 +688,8 @@ class ThreadWriter:
                 return done
         if expected_version is not None and expected_version != self.version:
             raise VersionConflictError(self.label, expected_version, self.version)
-        # What this writer folds after publishing must fold: a record whose fold
-        # fails would be committed, then every load of the thread would refuse it.
-        for index, event in enumerate(events if local_events is None else local_events):
-            if (refused := fold_refusal(event)) is not None:
-                raise InvalidEventError(
-                    index,
-                    type(event).__name__,
-                    f"events[{index}].{refused[0]}",
-                    refused[1],
-                )
+        if local_events is not None:
+            _refuse_unfoldable(local_events)
         # 32 random hex digits, as uuid4().hex gives, at a sixth of its cost.
         batch = batch_id or os.urandom(16).hex()
         attempts = 0
@@ -724,6 +716,10 @@ class ThreadWriter:
                 blob_threshold=self.settings.blob_threshold,
                 compress=self.settings.compress,
             )
+            if local_events is None and encoded.events is not None:
+                # As readers decode them (an UnknownEvent naming a known type is
+                # that type to them), after the fence this attempt put first.
+                _refuse_unfoldable(encoded.events[len(wire) - len(events) :])
             # Remembered before the write, not after a failure: a reply lost then
             # a failed read of the slot, or a later attempt at the same version,
             # must not make a record that landed look like another writer's.
@@ -1079,6 +1075,16 @@ class ThreadWriter:
         """Commit the change from the state to ``new`` if the head is still ``seen``."""
         events = diff_states(self.state, new)
         if events is None:
+            # The messages as readers will decode their chunks: checked as they
+            # check them, and sharing nothing with the caller's objects, which
+            # the writer's state would otherwise hold.
+            try:
+                context = decode_chunk(msgspec.msgpack.encode(new.context))
+            except msgspec.DecodeError as exc:
+                raise InvalidEventError(
+                    0, "AgentStateReplaced", "events[0].messages", str(exc)
+                ) from None
+            new = msgspec.structs.replace(new, context=context)
             chunks = self._chunker.chunk(new.context)
             await self._put_chunks(chunks)
             bare = encode_state(new.without_context())
@@ -1102,6 +1108,25 @@ class ThreadWriter:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _refuse_unfoldable(events: Sequence[object]) -> None:
+    """Refuse an append whose events this writer could not fold after publishing.
+
+    A record whose fold fails would be committed, then every load of the thread
+    would refuse it.
+
+    Raises:
+        InvalidEventError: An event the state's fold refuses.
+    """
+    for index, event in enumerate(events):
+        if (refused := fold_refusal(event)) is not None:
+            raise InvalidEventError(
+                index,
+                type(event).__name__,
+                f"events[{index}].{refused[0]}",
+                refused[1],
+            )
 
 
 def _check_id(name: str, value: object) -> None:
