@@ -588,8 +588,14 @@ class ThreadCipher:
         Raises:
             ErasedError: Its DEK was destroyed.
             KeyUnavailableError: Its DEK cannot be had.
-            ValueError: It does not decrypt (altered or moved).
+            ValueError: It does not decrypt (altered or moved), or names a
+                malformed data key id (not :func:`crypto.is_data_key_id`), which
+                ``codec.parse_record`` reports as a corrupt record.
         """
+        if not crypto.is_data_key_id(key_id):
+            # Chosen by whoever can write the store: shown escaped, never raw,
+            # and damage to the record rather than a key not to be had.
+            raise ValueError(f"names a malformed data key id {key_id!r}")
         key = self._key(key_id, f"version {version} of {self.prefix}")
         return crypto.aead_open(
             key, ciphertext, _aad(b"record", self.prefix, str(version))
