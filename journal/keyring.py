@@ -109,6 +109,26 @@ class KeyObject(msgspec.Struct, frozen=True):
 _decoder = msgspec.json.Decoder(KeyObject)
 
 
+def _malformed_id(obj: KeyObject) -> str | None:
+    """The first id ``obj`` names that no writer makes (None: they all have a form).
+
+    DEK ids are the keyring's own (:func:`crypto.is_data_key_id`, as every version
+    of :meth:`Keyring.current` made them). KEK ids are the provider's, and a KMS has
+    its own (ARNs, aliases), so they are held only to being printable: any id
+    reaches errors, warnings and the CLI's output, where control characters could
+    forge lines.
+    """
+    for entry in obj.keys:
+        if not crypto.is_data_key_id(entry.id):
+            return entry.id
+        if not entry.kek.isprintable():
+            return entry.kek
+    for ident in obj.erased:
+        if not crypto.is_data_key_id(ident):
+            return ident
+    return None
+
+
 def _misplaced(owner: str, obj: KeyObject) -> KeyUnavailableError | None:
     """Why ``obj``, read at ``owner``'s path, may not serve ``owner`` (None: it may).
 
@@ -206,17 +226,38 @@ class Keyring:
         """The keyring store key of ``owner``'s key object."""
         return f"{self.directory}{owner}{_SUFFIX}"
 
-    async def _read(self, owner: str) -> tuple[KeyObject, str] | None:
+    async def _read(
+        self, owner: str, *, checked: bool = True
+    ) -> tuple[KeyObject, str] | None:
+        """``owner``'s key object and its etag; None when it has none.
+
+        Args:
+            owner: The owner.
+            checked: Refuse an object naming an id of a form no writer makes
+                (:func:`_malformed_id`); only a shred, which drops such ids, reads
+                one.
+
+        Raises:
+            KeyUnavailableError: It does not decode, or (``checked``) names a
+                malformed id; the error's ``key_id`` is empty, as the error prints
+                it raw, and the id is shown escaped in its detail.
+        """
         try:
             data, etag = await self.store.read(self.object_key(owner))
         except ObjectNotFoundError:
             return None
         try:
-            return _decoder.decode(data), etag
+            obj = _decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise KeyUnavailableError(
                 owner, "", f"its key object does not decode: {exc}"
             ) from None
+        malformed = _malformed_id(obj) if checked else None
+        if malformed is not None:
+            raise KeyUnavailableError(
+                owner, "", f"its key object names a malformed key id {malformed!r}"
+            )
+        return obj, etag
 
     async def load(self, owner: str) -> OwnerKeys:
         """The owner's keys; cached once they are usable or erased."""
@@ -387,11 +428,15 @@ class Keyring:
         """Destroy every DEK of ``owner`` (crypto-shredding); True if it had any.
 
         The key object stays, holding the destroyed ids, so that readers of any
-        copy of the data report it erased.
+        copy of the data report it erased. An id of a form no writer makes (planted
+        by hand) does not stop the shred: no stored object can name it, so it is
+        dropped rather than listed as erased.
         """
         for _ in range(_UPDATE_ATTEMPTS):
             self._cache.pop(owner, None)
-            found = await self._read(owner)
+            # Unchecked: refusing a malformed id here would keep the owner's real
+            # DEKs alive, which is worse than any id.
+            found = await self._read(owner, checked=False)
             if found is None or not found[0].keys:
                 return False
             obj, etag = found
@@ -399,7 +444,11 @@ class Keyring:
                 obj.format,
                 obj.owner,
                 [],
-                [*obj.erased, *(k.id for k in obj.keys)],
+                [
+                    ident
+                    for ident in (*obj.erased, *(k.id for k in obj.keys))
+                    if crypto.is_data_key_id(ident)
+                ],
                 self.clock(),
             )
             try:
