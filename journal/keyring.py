@@ -13,7 +13,10 @@ default), is JSON holding the DEKs wrapped by the provider's key-encryption key
 :meth:`Keyring.shred` moves every DEK id to ``erased`` and drops its wrapped bytes:
 whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
 readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
-the DEKs with the provider's current KEK; no record is rewritten.
+the DEKs with the provider's current KEK; no record is rewritten. A key object it
+cannot rotate (one that does not decode, names ids of a form no writer makes, names
+another owner, or whose DEKs do not unwrap) is left as it is and reported as a
+warning: one planted object must not keep every owner listed after it unrotated.
 
 A key object serves only the owner its path names: its DEKs are wrapped with that
 owner as the provider's context, and an object whose ``owner`` field names another
@@ -252,6 +255,11 @@ class Keyring:
             raise KeyUnavailableError(
                 owner, "", f"its key object does not decode: {exc}"
             ) from None
+        except RecursionError:
+            # Nesting in a field the decoder skips, beyond Python's recursion limit.
+            raise KeyUnavailableError(
+                owner, "", "its key object does not decode: JSON nested too deep"
+            ) from None
         malformed = _malformed_id(obj) if checked else None
         if malformed is not None:
             raise KeyUnavailableError(
@@ -475,69 +483,107 @@ class Keyring:
     async def rotate(self) -> int:
         """Rewrap every DEK not wrapped by the provider's current KEK.
 
-        A key object whose ``owner`` field differs from the owner its path names is
-        left as it is, and the others are rotated: each such object is reported as
-        a warning on the ``journal`` logger, naming its path and the owner it
-        names. Retiring the older KEKs then makes it useless.
+        A key object that cannot be rotated is left as it is, and the others are
+        rotated: one whose ``owner`` field differs from the owner its path names,
+        one that does not decode or names a malformed id, one whose DEKs do not
+        unwrap with any KEK the provider holds, and one that kept changing under
+        the rotation. Each is reported as a warning on the ``journal`` logger,
+        naming its path and why, and is not counted: check the log before retiring
+        the older KEKs, which makes such an object useless (and locks out an owner
+        whose DEKs only an older KEK still wraps).
 
         Returns:
             How many key objects were rewritten (those left as they were are not
             counted).
 
         Raises:
-            KeyUnavailableError: A DEK does not unwrap (its owner and KEK named).
+            KeyUnavailableError: There is no key provider.
         """
         if self.provider is None:
             raise KeyUnavailableError("the keyring", "", "no key provider")
         provider = self.provider
         rewritten = 0
         for owner in await self.owners():
-            for _ in range(_UPDATE_ATTEMPTS):
-                found = await self._read(owner)
-                if found is None:
-                    break
-                obj, etag = found
-                misplaced = _misplaced(owner, obj)
-                if misplaced is not None:
-                    # Rewrapping it would keep another owner's DEK (an erased one,
-                    # maybe) alive under the new KEK; left wrapped by the KEK it
-                    # had, it dies when that KEK is retired. Not raised: one such
-                    # object must not keep every owner after it unrotated.
-                    logger.warning(
-                        "KEK rotation left %s as it was: %s",
-                        self.object_key(owner),
-                        misplaced,
-                    )
-                    break
-                if all(k.kek == provider.key_id for k in obj.keys):
-                    break
-                keys = await self._unwrap(owner, obj)
-                if keys.error is not None:
-                    raise keys.error
-                entries = []
-                for old in obj.keys:
-                    kek, wrapped = await provider.wrap(
-                        keys.keys[old.id], owner.encode()
-                    )
-                    entries.append(
-                        WrappedKey(
-                            old.id,
-                            kek,
-                            base64.b64encode(wrapped).decode(),
-                            old.created_at,
-                        )
-                    )
-                try:
-                    await self.store.replace(
-                        self.object_key(owner),
-                        msgspec.json.encode(msgspec.structs.replace(obj, keys=entries)),
-                        if_match=etag,
-                    )
-                except (PreconditionFailedError, ObjectNotFoundError):
-                    continue
-                rewritten += 1
-                break
+            try:
+                if await self._rotate_owner(owner, provider):
+                    rewritten += 1
+            except _UnrotatableError as exc:
+                # Not raised: anyone who can write the keyring store can plant such
+                # an object, and it must not keep every owner after it unrotated.
+                # The path comes from the store's listing: shown escaped.
+                logger.warning(
+                    "KEK rotation left %r as it was: %s", self.object_key(owner), exc
+                )
         return rewritten
+
+    async def _rotate_owner(self, owner: str, provider: KeyProvider) -> bool:
+        """Rewrap ``owner``'s DEKs with the current KEK; True if its object changed.
+
+        Raises:
+            _UnrotatableError: Its key object cannot be rotated (why). A provider
+                or store failure (every object would fail alike) passes through.
+        """
+        for _ in range(_UPDATE_ATTEMPTS):
+            try:
+                found = await self._read(owner)
+            except KeyUnavailableError as exc:
+                raise _UnrotatableError(exc.detail) from None
+            if found is None:
+                return False
+            obj, etag = found
+            misplaced = _misplaced(owner, obj)
+            if misplaced is not None:
+                # Rewrapping it would keep another owner's DEK (an erased one,
+                # maybe) alive under the new KEK; left wrapped by the KEK it had,
+                # it dies when that KEK is retired.
+                raise _UnrotatableError(misplaced.detail)
+            if all(k.kek == provider.key_id for k in obj.keys):
+                return False
+            keys = await self._unwrap(owner, obj)
+            if keys.error is not None:
+                raise _UnrotatableError(_why(keys.error))
+            entries = []
+            for old in obj.keys:
+                kek, wrapped = await provider.wrap(keys.keys[old.id], owner.encode())
+                entries.append(
+                    WrappedKey(
+                        old.id,
+                        kek,
+                        base64.b64encode(wrapped).decode(),
+                        old.created_at,
+                    )
+                )
+            try:
+                await self.store.replace(
+                    self.object_key(owner),
+                    msgspec.json.encode(msgspec.structs.replace(obj, keys=entries)),
+                    if_match=etag,
+                )
+            except (PreconditionFailedError, ObjectNotFoundError):
+                continue
+            return True
+        raise _UnrotatableError(
+            f"its key object kept changing ({_UPDATE_ATTEMPTS} attempts)"
+        )
+
+
+class _UnrotatableError(Exception):
+    """Why a key object cannot be rotated.
+
+    A fault of that object, not of the provider or the store, so the rotation goes
+    on with the others.
+    """
+
+
+def _why(error: EncryptionError) -> str:
+    """``error``'s reason, without the owner (the warning names the path)."""
+    if not isinstance(error, KeyUnavailableError):
+        return str(error)
+    if not error.key_id:
+        return error.detail
+    # The KEK that does not unwrap is what the operator needs to know; ids were
+    # checked printable on reading, and are shown escaped all the same.
+    return f"{error.detail}; key-encryption key {error.key_id!r}"
 
 
 def _aad(kind: bytes, prefix: str, name: str) -> bytes:
