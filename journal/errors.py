@@ -401,6 +401,31 @@ class KeyUnavailableError(EncryptionError):
         super().__init__(f"no usable key for {owner}{which}: {detail}")
 
 
+class KeyRotationIncompleteError(EncryptionError):
+    """A KEK rotation rewrapped what it could and left some key objects as they were.
+
+    Each of those is another owner's copy, does not decode, names a malformed id,
+    holds data keys no KEK of the provider unwraps, or kept changing meanwhile.
+    Retiring the older KEKs now makes them useless for good (and locks out an owner
+    whose data keys only an older KEK wraps): look at them first.
+
+    Attributes:
+        rewritten: How many key objects the rotation rewrote.
+        skipped: The path of each key object left as it was, and why.
+    """
+
+    def __init__(self, rewritten: int, skipped: list[tuple[str, str]]) -> None:
+        self.rewritten = rewritten
+        self.skipped = skipped
+        # Paths come from the store's listing: shown escaped.
+        listed = "; ".join(f"{path!r}: {why}" for path, why in skipped)
+        super().__init__(
+            f"KEK rotation left {len(skipped)} key object(s) as they were "
+            f"({listed}) and rewrote {rewritten}: deal with them before retiring "
+            "the older KEKs"
+        )
+
+
 class ErasedError(EncryptionError):
     """The owner's data keys were destroyed (crypto-shredding): the data is gone.
 

@@ -47,6 +47,7 @@ from journal import crypto
 from journal.errors import (
     EncryptionError,
     ErasedError,
+    KeyRotationIncompleteError,
     KeyUnavailableError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -487,33 +488,38 @@ class Keyring:
         rotated: one whose ``owner`` field differs from the owner its path names,
         one that does not decode or names a malformed id, one whose DEKs do not
         unwrap with any KEK the provider holds, and one that kept changing under
-        the rotation. Each is reported as a warning on the ``journal`` logger,
-        naming its path and why, and is not counted: check the log before retiring
-        the older KEKs, which makes such an object useless (and locks out an owner
-        whose DEKs only an older KEK still wraps).
+        the rotation. Each is also logged as a warning on the ``journal`` logger;
+        once the others are done, :class:`KeyRotationIncompleteError` names them
+        all. Retiring the older KEKs makes such an object useless (and locks out an
+        owner whose DEKs only an older KEK still wraps).
 
         Returns:
-            How many key objects were rewritten (those left as they were are not
-            counted).
+            How many key objects were rewritten.
 
         Raises:
             KeyUnavailableError: There is no key provider.
+            KeyRotationIncompleteError: Key objects were left as they were (with
+                how many others were rewritten).
         """
         if self.provider is None:
             raise KeyUnavailableError("the keyring", "", "no key provider")
         provider = self.provider
         rewritten = 0
+        skipped: list[tuple[str, str]] = []
         for owner in await self.owners():
             try:
                 if await self._rotate_owner(owner, provider):
                     rewritten += 1
             except _UnrotatableError as exc:
-                # Not raised: anyone who can write the keyring store can plant such
-                # an object, and it must not keep every owner after it unrotated.
-                # The path comes from the store's listing: shown escaped.
-                logger.warning(
-                    "KEK rotation left %r as it was: %s", self.object_key(owner), exc
-                )
+                # Raised once the others are done: anyone who can write the keyring
+                # store can plant such an object, and it must not keep every owner
+                # after it unrotated. The path comes from the store's listing:
+                # shown escaped.
+                path = self.object_key(owner)
+                logger.warning("KEK rotation left %r as it was: %s", path, exc)
+                skipped.append((path, str(exc)))
+        if skipped:
+            raise KeyRotationIncompleteError(rewritten, skipped)
         return rewritten
 
     async def _rotate_owner(self, owner: str, provider: KeyProvider) -> bool:

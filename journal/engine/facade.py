@@ -463,12 +463,17 @@ class Journal:
         be retired (``KeyFile.retire``), which also makes any copy of a key object
         wrapped by them (a backup of the keyring) useless.
 
-        A key object whose ``owner`` field differs from the owner its path names
-        (copied from another owner's path) is left as it is and reported as a
-        warning on the ``journal`` logger; the others are rotated.
+        A key object that cannot be rotated (another owner's copy, one that does
+        not decode or names a malformed id, one whose data keys no KEK of the
+        provider unwraps, one that kept changing) is left as it is, the others
+        are rotated, and then :class:`KeyRotationIncompleteError` names it.
 
         Returns:
             How many key objects were rewritten.
+
+        Raises:
+            KeyRotationIncompleteError: Key objects were left as they were; deal
+                with them before retiring the older KEKs.
         """
         return await self.keyring.rotate()
 

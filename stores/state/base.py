@@ -112,17 +112,16 @@ class AgentStateStoreBase(abc.ABC, AgentStateStore):
         ``@keyring/slots/`` of the keyring store, which the journal's rotation
         does not touch: run both before retiring the older KEKs
         (``KeyFile.retire``), or the slots whose keys they still wrap stop
-        loading. No slot is rewritten: only the key objects. A key object whose
-        ``owner`` field differs from the owner its path names is left as it is
-        and reported as a warning on the ``journal`` logger.
+        loading. No slot is rewritten: only the key objects. A key object that
+        cannot be rotated is left as it is, as ``Journal.rotate_keys`` leaves it.
 
         Returns:
             How many key objects were rewritten.
 
         Raises:
             ValueError: The store is not encrypted.
-            KeyUnavailableError: A data key does not unwrap (its owner and KEK
-                named).
+            KeyRotationIncompleteError: Key objects were left as they were; deal
+                with them before retiring the older KEKs.
         """
         if self.cipher is None:
             raise ValueError("rotate_keys needs a store with use_encryption(...)")

@@ -226,6 +226,6 @@ class SlotCipher:
             How many key objects were rewritten.
 
         Raises:
-            KeyUnavailableError: A data key does not unwrap.
+            KeyRotationIncompleteError: Key objects were left as they were.
         """
         return await self.keyring.rotate()

@@ -9,7 +9,12 @@ import pytest
 
 from journal import Journal, MessageAppended, Msg, ThreadKey
 from journal.crypto import Encryption, KeyFile, StaticKeys, generate_key
-from journal.errors import CorruptRecordError, ErasedError, KeyUnavailableError
+from journal.errors import (
+    CorruptRecordError,
+    ErasedError,
+    KeyRotationIncompleteError,
+    KeyUnavailableError,
+)
 from stores.local import LocalStore
 from stores.memory import MemoryStore
 from stores.state import InMemoryAgentStateStore, JsonFileAgentStateStore
@@ -242,8 +247,12 @@ async def test_slot_keys_are_rotated_and_the_old_kek_retired(tmp_path, caplog):
     new = KeyFile.rotate(kek)
     assert await journal().rotate_keys() == 1  # bob's: the journal's only
     with caplog.at_level(logging.WARNING, logger="journal"):
-        assert await state_store().rotate_keys() == 2  # alice's, ~/s1's
+        with pytest.raises(KeyRotationIncompleteError) as raised:
+            await state_store().rotate_keys()
+        assert raised.value.rewritten == 2  # alice's, ~/s1's
+        assert "mallory" in str(raised.value)
     assert [r.getMessage() for r in caplog.records if "mallory" in r.getMessage()]
+    (slots / "mallory.key").unlink()  # dealt with, as the error asks
     assert await state_store().rotate_keys() == 0
     for path in (slots / "alice.key", slots / "~/s1.key"):
         assert json.loads(path.read_text())["keys"][0]["kek"] == new
