@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from journal import Journal, MessageAppended, Msg, ThreadKey, ToolCallCompleted
+from journal import Journal, MessageAppended, Msg, ToolCallCompleted
 from journal.cli import main
 from journal.crypto import (
     BLOB_MAGIC,
@@ -30,23 +30,13 @@ from journal.crypto import (
     seal_container,
 )
 from journal.errors import CorruptRecordError
-from stores.local import LocalStore
+from tests.journal._keyrings import FORGED as FORGED_TEXT
+from tests.journal._keyrings import KEY, RAW, THREAD, journal_of
+
+FORGED = FORGED_TEXT.encode()
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-KEY = ThreadKey("agent", "s1", user_id="alice")
-THREAD = "default/agent/alice/s1/main"
-FORGED = b"\n\x1b[32mALL OK\x1b[0m\n"
-RAW = ("\x1b", "\nALL OK", "ALL OK\x1b")
-
-
-def journal_of(root: Path, provider: StaticKeys) -> Journal:
-    return Journal(
-        LocalStore(root, segments=False, fsync=False),
-        encryption=provider,
-        checkpoint_every=0,
-    )
 
 
 async def fill(journal: Journal) -> None:

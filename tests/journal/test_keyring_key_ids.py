@@ -27,31 +27,15 @@ from journal.crypto import (
 from journal.errors import KeyUnavailableError
 from journal.keyring import Keyring
 from stores.local import LocalStore
+from tests.journal._keyrings import FORGED, KEY, assert_escaped, journal_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-KEY = ThreadKey("agent", "s1", user_id="alice")
 OWNER = "default/agent/alice"
 KEY_OBJECT = f"@keyring/threads/{OWNER}.key"
-FORGED = "\n\x1b[32mALL OK\x1b[0m\n"
-RAW = ("\x1b", "\nALL OK", "ALL OK\x1b")
 MARKER = "grebe-andesite-7741"
-
-
-def assert_escaped(text: str) -> None:
-    for raw in RAW:
-        assert raw not in text
-    assert "\\x1b" in text  # shown, escaped (repr)
-
-
-def journal_of(root: Path, provider: object) -> Journal:
-    return Journal(
-        LocalStore(root, segments=False, fsync=False),
-        encryption=provider,  # type: ignore[arg-type]
-        checkpoint_every=0,
-    )
 
 
 async def fill(journal: Journal, key: ThreadKey = KEY) -> None:

@@ -12,41 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from typing import TYPE_CHECKING
 
 import pytest
 
-from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal import Journal
 from journal.crypto import KeyFile
 from journal.errors import KeyRotationIncompleteError, KeyUnavailableError
 from journal.keyring import Keyring
-from stores.local import LocalStore
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-MARKER = "osprey-gabbro-2048"
-KEYRING = "@keyring/threads/default/agent"
-
-
-def key_of(user: str) -> ThreadKey:
-    return ThreadKey("agent", "s1", user_id=user)
-
-
-def local(root: Path) -> LocalStore:
-    return LocalStore(root, segments=False, fsync=False)
-
-
-async def say(journal: Journal, key: ThreadKey) -> None:
-    async with journal.writer(key) as w:
-        await w.append([MessageAppended(Msg("user", f"{MARKER} {key}"))])
-        await w.update("summarize", lambda s: setattr(s, "summary", MARKER) or s)
-        await w.checkpoint()
-
-
-def kek_of(path: Path) -> str:
-    """The KEK id that wraps the (first) data key of the key object at ``path``."""
-    return str(json.loads(path.read_text())["keys"][0]["kek"])
+from tests.journal._keyrings import KEYRING, MARKER, kek_of, key_of, local, say
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:

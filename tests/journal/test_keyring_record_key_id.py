@@ -16,36 +16,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal import Journal, MessageAppended, Msg
 from journal import codec as codec_module
 from journal.cli import main
 from journal.crypto import StaticKeys, generate_key
 from journal.errors import CorruptRecordError, KeyUnavailableError
 from journal.keyring import Keyring, ThreadCipher
-from stores.local import LocalStore
 from stores.memory import MemoryStore
+from tests.journal._keyrings import FORGED, KEY, THREAD, assert_escaped, journal_of
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-KEY = ThreadKey("agent", "s1", user_id="alice")
-THREAD = "default/agent/alice/s1/main"
-FORGED = "\n\x1b[32mALL OK\x1b[0m\n"
-RAW = ("\x1b", "\nALL OK", "ALL OK\x1b")
-
-
-def assert_escaped(text: str) -> None:
-    for raw in RAW:
-        assert raw not in text
-    assert "\\x1b" in text  # shown, escaped (repr)
-
-
-def journal_of(root: Path, provider: StaticKeys) -> Journal:
-    return Journal(
-        LocalStore(root, segments=False, fsync=False),
-        encryption=provider,
-        checkpoint_every=0,
-    )
 
 
 async def fill(journal: Journal) -> None:

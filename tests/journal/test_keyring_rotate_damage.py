@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from journal import Journal, MessageAppended, Msg, ThreadKey
+from journal import Journal
 from journal.crypto import Encryption, KeyFile
 from journal.errors import KeyRotationIncompleteError, PreconditionFailedError
 from journal.keyring import Keyring
@@ -25,33 +25,19 @@ from stores.local import LocalStore
 from stores.memory import MemoryStore
 from stores.state import JsonFileAgentStateStore
 from stores.testing.state_contract import full_state
+from tests.journal._keyrings import (
+    FORGED,
+    KEYRING,
+    MARKER,
+    kek_of,
+    key_of,
+    local,
+    say,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-
-MARKER = "plover-dolerite-3317"
-KEYRING = "@keyring/threads/default/agent"
-FORGED = "\n\x1b[32mALL OK\x1b[0m\n"
-
-
-def key_of(user: str) -> ThreadKey:
-    return ThreadKey("agent", "s1", user_id=user)
-
-
-def local(root: Path) -> LocalStore:
-    return LocalStore(root, segments=False, fsync=False)
-
-
-async def say(journal: Journal, key: ThreadKey) -> None:
-    async with journal.writer(key) as w:
-        await w.append([MessageAppended(Msg("user", f"{MARKER} {key}"))])
-        await w.update("summarize", lambda s: setattr(s, "summary", MARKER) or s)
-        await w.checkpoint()
-
-
-def kek_of(path: Path) -> str:
-    return str(json.loads(path.read_text())["keys"][0]["kek"])
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
