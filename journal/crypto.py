@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import hashlib
 import os
@@ -32,6 +33,7 @@ from journal.errors import EncryptionError
 if TYPE_CHECKING:
     # Names of struct fields too (TC004): these structs are built, never
     # decoded into, so msgspec never resolves their annotations.
+    from collections.abc import Iterator
     from pathlib import Path
 
     from journal.store import ObjectStore  # noqa: TC004
@@ -466,15 +468,35 @@ class KeyFile(StaticKeys):
         cls._write(target, [key], key, new=True)
         return cls(target)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _updating(path: Path) -> Iterator[None]:
+        """Hold the key file's update lock (``.<name>.lock`` beside it).
+
+        A rotation or retirement reads the file, then writes it whole: two at once
+        (two processes, or threads) would each write what it read, and the first
+        one's key would be lost, with whatever it came to wrap.
+        """
+        import fcntl
+
+        lock = path.parent / f".{path.name}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # lets go of the lock
+
     @classmethod
     def rotate(cls, path: str | os.PathLike[str]) -> str:
         """Add a fresh key to the file and make it current; return its id."""
         from pathlib import Path
 
         target = Path(path)
-        keys, _ = cls._read(target)
-        key = generate_key()
-        cls._write(target, [*keys, key], key, new=False)
+        with cls._updating(target):
+            keys, _ = cls._read(target)
+            key = generate_key()
+            cls._write(target, [*keys, key], key, new=False)
         return kek_id(key)
 
     @classmethod
@@ -487,13 +509,14 @@ class KeyFile(StaticKeys):
         from pathlib import Path
 
         target = Path(path)
-        keys, current = cls._read(target)
-        if kek_id(current) == key_id:
-            raise ValueError(f"key {key_id} is current: rotate before retiring it")
-        kept = [k for k in keys if kek_id(k) != key_id]
-        if len(kept) == len(keys):
-            raise ValueError(f"key {key_id} is not in {target}")
-        cls._write(target, kept, current, new=False)
+        with cls._updating(target):
+            keys, current = cls._read(target)
+            if kek_id(current) == key_id:
+                raise ValueError(f"key {key_id} is current: rotate before retiring it")
+            kept = [k for k in keys if kek_id(k) != key_id]
+            if len(kept) == len(keys):
+                raise ValueError(f"key {key_id} is not in {target}")
+            cls._write(target, kept, current, new=False)
 
 
 class EnvKey(StaticKeys):

@@ -29,7 +29,8 @@ def mode(path: Path) -> int:
 
 
 def names(directory: Path) -> set[str]:
-    return {p.name for p in directory.iterdir()}
+    """The directory's entries, but the key file's update lock (which stays)."""
+    return {p.name for p in directory.iterdir() if not p.name.endswith(".json.lock")}
 
 
 @pytest.fixture
@@ -154,3 +155,35 @@ def test_a_failed_write_leaves_no_temporary(tmp_path, monkeypatch, action, faili
     else:
         assert names(tmp_path) == {"kek.json"}
         assert path.read_bytes() == before
+
+
+def test_two_rotations_at_once_keep_both_keys(tmp_path, monkeypatch):
+    """Each rotation reads the file and writes it whole: they take turns."""
+    import threading
+    import time
+
+    from journal import crypto
+
+    path = tmp_path / "kek.json"
+    KeyFile.create(path)
+    real = crypto.generate_key
+    first = threading.Event()
+
+    def slow_key() -> bytes:
+        # The first rotation holds on between its read and its write, long
+        # enough for the second to have read the file without the lock.
+        if not first.is_set():
+            first.set()
+            time.sleep(0.3)
+        return real()
+
+    monkeypatch.setattr(crypto, "generate_key", slow_key)
+    ids: list[str] = []
+    one = threading.Thread(target=lambda: ids.append(KeyFile.rotate(path)))
+    one.start()
+    first.wait()
+    ids.append(KeyFile.rotate(path))
+    one.join()
+    kept = set(json.loads(path.read_text())["keys"])
+    assert set(ids) <= kept
+    assert len(kept) == 3
