@@ -175,7 +175,8 @@ class OwnerKeys(msgspec.Struct):
         """``"ok"``, ``"erased"`` (every key destroyed), or ``"unavailable"``."""
         if self.error is not None:
             return "unavailable"
-        if self.erased and not self.keys:
+        if (self.erased or self.erased_at) and not self.keys:
+            # Without ids when the shred replaced a key object that did not decode.
             return "erased"
         return "ok"
 
@@ -189,7 +190,7 @@ class OwnerKeys(msgspec.Struct):
         found = self.keys.get(key_id)
         if found is not None:
             return found
-        if key_id in self.erased:
+        if key_id in self.erased or (self.erased_at and not self.keys):
             raise ErasedError(self.owner, self.erased_at, what)
         if isinstance(self.error, KeyUnavailableError) and not self.error.key_id:
             # Name the data key the object asks for, when nothing else named one.
@@ -439,13 +440,18 @@ class Keyring:
         The key object stays, holding the destroyed ids, so that readers of any
         copy of the data report it erased. An id of a form no writer makes (planted
         by hand) does not stop the shred: no stored object can name it, so it is
-        dropped rather than listed as erased.
+        dropped rather than listed as erased. Nor does a key object that does not
+        decode (torn, or altered by hand): whatever keys it held go with it, and
+        an erased object without ids takes its place.
         """
         for _ in range(_UPDATE_ATTEMPTS):
             self._cache.pop(owner, None)
             # Unchecked: refusing a malformed id here would keep the owner's real
             # DEKs alive, which is worse than any id.
-            found = await self._read(owner, checked=False)
+            try:
+                found = await self._read(owner, checked=False)
+            except KeyUnavailableError:
+                found = await self._undecodable(owner)
             if found is None or not found[0].keys:
                 return False
             obj, etag = found
@@ -470,6 +476,19 @@ class Keyring:
             crypto.forget_keys()
             return True
         raise KeyUnavailableError(owner, "", "its key object kept changing")
+
+    async def _undecodable(self, owner: str) -> tuple[KeyObject, str] | None:
+        """``owner``'s key object that does not decode, as one to shred, and its etag.
+
+        A stand-in holding one placeholder key, so that a shred replaces it (under
+        the etag of the bytes read) with an erased object; None when it is gone.
+        """
+        try:
+            _, etag = await self.store.read(self.object_key(owner))
+        except ObjectNotFoundError:
+            return None
+        stand_in = WrappedKey("", "", "", 0.0)
+        return KeyObject(1, owner, [stand_in]), etag
 
     async def owners(self) -> list[str]:
         """Every owner with a key object."""

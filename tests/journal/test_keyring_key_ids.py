@@ -24,7 +24,7 @@ from journal.crypto import (
     is_data_key_id,
     is_kek_id,
 )
-from journal.errors import KeyUnavailableError
+from journal.errors import ErasedError, KeyUnavailableError
 from journal.keyring import Keyring
 from stores.local import LocalStore
 from tests.journal._keyrings import FORGED, KEY, assert_escaped, journal_of
@@ -105,6 +105,26 @@ async def test_erasure_destroys_the_keys_of_a_key_object_naming_a_malformed_id(
     assert all(is_data_key_id(i) for i in obj["erased"])  # the forged one dropped
     keys = await Keyring(LocalStore(tmp_path, segments=False), provider).load(OWNER)
     assert keys.status == "erased"
+
+
+@pytest.mark.parametrize("damage", ['{"format": 1,', "[]", '{"format": "x"}'])
+async def test_a_shred_goes_past_a_key_object_that_does_not_decode(tmp_path, damage):
+    """A torn or altered key object neither stops a shred nor keeps its keys."""
+    provider = StaticKeys([generate_key()])
+    other = ThreadKey("agent2", "s1", user_id="alice")  # alice's under agent2
+    for key in (KEY, other):
+        await fill(journal_of(tmp_path, provider), key)
+    (tmp_path / KEY_OBJECT).write_text(damage)  # listed before agent2's
+    shredded = await journal_of(tmp_path, provider).shred(user_id="alice")
+    assert shredded == [OWNER, "default/agent2/alice"]
+    obj = json.loads((tmp_path / KEY_OBJECT).read_text())
+    assert (obj["owner"], obj["keys"], obj["erased"]) == (OWNER, [], [])
+    ring = Keyring(LocalStore(tmp_path, segments=False), provider)
+    for owner in (OWNER, "default/agent2/alice"):
+        assert (await ring.load(owner)).status == "erased"
+    for key in (KEY, other):  # what they encrypted reads as erased
+        with pytest.raises(ErasedError):
+            await journal_of(tmp_path, provider).load(key)
 
 
 async def test_every_id_the_library_writes_is_accepted(tmp_path):
