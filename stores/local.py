@@ -973,6 +973,13 @@ class LocalStore(ObjectStore):
                 if alone and self._quiet():
                     done = self._write_here(fn, *args)
                     if done is not None:
+                        if durable_in is not None:
+                            # Noted now, not after the pause: an append another
+                            # task makes meanwhile is concurrent with this one.
+                            # Noted after it, each task coming back found its own
+                            # append the last one, and every sync ran here.
+                            self._last_append = (durable_in, time.monotonic())
+                            durable_in = None
                         # Let the rest of the loop run (timers such as lease
                         # renewals, other tasks) between appends, as a hop does.
                         await pause()

@@ -559,3 +559,34 @@ async def test_derived_blobs_wait_off_the_loop_for_a_segment_flocked_elsewhere(
         k.rpartition("/")[2] for k, _ in [*first, *rest]
     ]
     assert tail == 0
+
+
+async def test_tasks_appending_to_their_threads_at_once_go_to_workers(
+    tmp_path: Path, hops: list[str]
+) -> None:
+    """Tasks appending at once, each to its own thread: their syncs overlap.
+
+    After a pause longer than the window (an ``os.sync()`` before a batch, say),
+    the first append runs on the loop; the others, made while it lets the loop
+    go, are concurrent with it. They used to be taken for one thread writing
+    alone: each task, coming back from its own append, found that append the last
+    one, and every sync ran on the loop, one after another.
+    """
+    store = LocalStore(tmp_path, kernel_syncs=False)
+    threads = "abcd"
+    for t in threads:
+        await store.create(f"{t}/log/{1:020d}.rec", b"first")
+    hops.clear()
+    await asyncio.sleep(0.05)  # past the window: nothing is concurrent yet
+
+    async def append(t: str) -> None:
+        for version in range(2, 12):
+            await store.create(f"{t}/log/{version:020d}.rec", t.encode())
+
+    await asyncio.gather(*(append(t) for t in threads))
+    assert hops.count("_finish_append") >= 20  # of 40; none before
+    got = await store.read_many(
+        [f"{t}/log/{v:020d}.rec" for t in threads for v in range(2, 12)]
+    )
+    assert got == [t.encode() for t in threads for _ in range(10)]
+    await store.aclose()
