@@ -15,8 +15,9 @@ whatever the DEK encrypted, wherever a copy is, can no longer be decrypted, and
 readers say *erased* (not *corrupt*, not *missing*). :meth:`Keyring.rotate` rewraps
 the DEKs with the provider's current KEK; no record is rewritten. A key object it
 cannot rotate (one that does not decode, names ids of a form no writer makes, names
-another owner, or whose DEKs do not unwrap) is left as it is and reported as a
-warning: one planted object must not keep every owner listed after it unrotated.
+another owner, or whose DEKs do not unwrap) is left as it is, the others are rotated
+(one planted object must not keep every owner listed after it unrotated), and then
+``KeyRotationIncompleteError`` names it.
 
 A key object serves only the owner its path names: its DEKs are wrapped with that
 owner as the provider's context, and an object whose ``owner`` field names another
