@@ -372,6 +372,16 @@ class TaskError(JournalError, ValueError):
         super().__init__(f"{where}: {detail}")
 
 
+def _shown(name: str) -> str:
+    """``name`` as a message shows it: escaped (``repr``) unless it is printable.
+
+    Owners and key ids can come from a listing or stored bytes that someone who
+    can write the storage chose; a control character in them must not reach a
+    terminal or a log as it is.
+    """
+    return name if name.isprintable() else repr(name)
+
+
 class EncryptionError(JournalError):
     """Encrypted data cannot be read, or data cannot be encrypted.
 
@@ -397,8 +407,8 @@ class KeyUnavailableError(EncryptionError):
         self.owner = owner
         self.key_id = key_id
         self.detail = detail
-        which = f" (key id {key_id})" if key_id else ""
-        super().__init__(f"no usable key for {owner}{which}: {detail}")
+        which = f" (key id {_shown(key_id)})" if key_id else ""
+        super().__init__(f"no usable key for {_shown(owner)}{which}: {detail}")
 
 
 class KeyRotationIncompleteError(EncryptionError):
@@ -443,5 +453,6 @@ class ErasedError(EncryptionError):
         self.erased_at = erased_at
         subject = f"{what}: " if what else ""
         super().__init__(
-            f"{subject}the data of {owner} was erased (its data keys were destroyed)"
+            f"{subject}the data of {_shown(owner)} was erased (its data keys were "
+            "destroyed)"
         )

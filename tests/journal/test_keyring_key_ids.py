@@ -178,3 +178,16 @@ async def test_a_providers_own_printable_kek_ids_are_accepted(tmp_path):
     journal = journal_of(tmp_path, provider)
     await journal.load(KEY)
     assert (await journal.verify(KEY)).ok
+
+
+def test_errors_show_an_owner_or_key_id_escaped():
+    """Owners come from a store's listing: a control character in one is escaped."""
+    for error in (
+        KeyUnavailableError(f"default/agent/{FORGED}", "", "no key object"),
+        KeyUnavailableError(OWNER, FORGED, "not held"),
+        ErasedError(f"default/agent/{FORGED}", 0.0, "record 3"),
+    ):
+        assert_escaped(str(error))
+    assert str(KeyUnavailableError(OWNER, "d-0123456789abcdef", "x")) == (
+        f"no usable key for {OWNER} (key id d-0123456789abcdef): x"
+    )
