@@ -550,21 +550,15 @@ class JournalSessionService(BaseSessionService):
             ConflictError: Another writer committed there meanwhile.
         """
         name = key.model_dump_json()
-        for scoped_key, prefix in (
-            (self._app_key(app_name), State.APP_PREFIX),
-            (self._user_key(app_name, user_id), State.USER_PREFIX),
-        ):
-            done = (await self._scoped_folds.read(scoped_key)).applied.get(name, 0)
-            for version, at, keys in folded.scoped:
-                delta = {
-                    k.removeprefix(prefix): v
-                    for k, v in keys.items()
-                    if k.startswith(prefix)
-                }
-                if version > done and delta:
-                    packed = _RAW_DECODER.decode(_pack(delta, prefix))
+        done: dict[ThreadKey, int] = {}  # per app or user thread, read once
+        for version, at, keys in folded.scoped:
+            for scoped_key, delta in self._scoped_deltas(app_name, user_id, keys):
+                if scoped_key not in done:
+                    view = await self._scoped_folds.read(scoped_key)
+                    done[scoped_key] = view.applied.get(name, 0)
+                if version > done[scoped_key]:
                     await self._write_scoped(
-                        key, version, at, [(scoped_key, packed)], late=True
+                        key, version, at, [(scoped_key, delta)], late=True
                     )
         self._unsettled.discard(key)
 
