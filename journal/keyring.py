@@ -451,9 +451,10 @@ class Keyring:
             # DEKs alive, which is worse than any id.
             try:
                 found = await self._read(owner, checked=False)
+                undecodable = False
             except KeyUnavailableError:
-                found = await self._undecodable(owner)
-            if found is None or not found[0].keys:
+                found, undecodable = await self._undecodable(owner), True
+            if found is None or not (found[0].keys or undecodable):
                 return False
             obj, etag = found
             erased = KeyObject(
@@ -479,17 +480,16 @@ class Keyring:
         raise KeyUnavailableError(owner, "", "its key object kept changing")
 
     async def _undecodable(self, owner: str) -> tuple[KeyObject, str] | None:
-        """``owner``'s key object that does not decode, as one to shred, and its etag.
+        """``owner``'s key object that does not decode: an empty one, and its etag.
 
-        A stand-in holding one placeholder key, so that a shred replaces it (under
-        the etag of the bytes read) with an erased object; None when it is gone.
+        What a shred replaces (under the etag of the bytes read) with an erased
+        object; None when it is gone.
         """
         try:
             _, etag = await self.store.read(self.object_key(owner))
         except ObjectNotFoundError:
             return None
-        stand_in = WrappedKey("", "", "", 0.0)
-        return KeyObject(1, owner, [stand_in]), etag
+        return KeyObject(1, owner), etag
 
     async def owners(self) -> list[str]:
         """Every owner with a key object."""
