@@ -29,10 +29,11 @@ thread length (100, 1,000, 5,000 turns; ``--quick``: 20, 100) every system's thr
 filled to that length, then ~100 turns are timed there in blocks of 10, the systems
 taking turns block by block (in an order that rotates), so that machine noise hits
 all of them alike; before each block, an untimed ``os.sync()`` writes back what the
-systems before it left in the page cache. At 1,000 and 5,000 turns each persistent
-system's thread is loaded by a fresh process (``sys.executable`` running this file
-with ``--child``), which times its own open + load after its imports; at 1,000 turns
-the bytes on disk are counted.
+systems before it left in the page cache, and an untimed ``gc.collect()`` collects
+what they left (all of them share this process). At 1,000 and 5,000 turns each
+persistent system's thread is loaded by a fresh process (``sys.executable`` running
+this file with ``--child``), which times its own open + load after its imports; at
+1,000 turns the bytes on disk are counted.
 PostgreSQL peers run on a private cluster (``tests/services/postgres.py``) restarted
 with the server's default, durable settings. agent-journal's S3 request counts come
 from moto behind the tests' counting proxy.
@@ -577,6 +578,13 @@ async def run_benchmark(
                     # Untimed: the page cache's dirty data goes to disk first, so
                     # that no block's syncs wait on writing back another system's
                     # (LangGraph's SqliteSaver writes megabytes a turn at 1,000).
+                    # And a full collection: with every framework imported into
+                    # this process, one takes 90-200 ms (the OpenAI Agents SDK's
+                    # import alone makes it 36 ms, agent-journal's 3), and it
+                    # otherwise fell inside whichever block allocated enough to
+                    # trigger it: a single turn's time, ten to a hundred times
+                    # its median, owed to every system's objects.
+                    gc.collect()
                     os.sync()
                     samples, background = await timed_block(adapter, plan.block)
                     rows[adapter.key].latencies[length] += samples
@@ -1305,7 +1313,7 @@ def render(res: Results) -> str:
         f"- Plan: thread lengths {', '.join(f'{n:,}' for n in plan.lengths)} turns; "
         f"{plan.samples} timed turns per system at each length, in blocks of "
         f"{plan.block} alternating between systems, each block after an untimed "
-        f"`os.sync()`; {plan.load_reps} fresh-process "
+        f"`gc.collect()` and `os.sync()`; {plan.load_reps} fresh-process "
         f"load(s) per system at {', '.join(f'{n:,}' for n in plan.load_lengths)} "
         f"turns; bytes on disk at {plan.bytes_at:,} turns.",
         "",
