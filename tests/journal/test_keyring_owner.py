@@ -109,38 +109,6 @@ async def test_erase_rotate_retire_leaves_no_copy_of_the_key(tmp_path, caplog):
     assert alice.status == "erased"
 
 
-async def test_a_refused_key_object_does_not_stop_the_rotation(tmp_path, caplog):
-    kek = tmp_path / "kek.json"
-    KeyFile.create(kek)
-    root = tmp_path / "journal"
-    await say(Journal(local(root), encryption=KeyFile(kek)), key_of("alice"))
-    ring = root / KEYRING
-    # Listed before alice and zed, so a rotation that stopped there would leave
-    # both as they were.
-    shutil.copyfile(ring / "alice.key", ring / "aaa.key")
-    stray = (ring / "aaa.key").read_bytes()
-    await say(Journal(local(root), encryption=KeyFile(kek)), key_of("zed"))
-
-    for _ in range(2):
-        old = KeyFile(kek).key_id
-        new = KeyFile.rotate(kek)
-        journal = Journal(local(root), encryption=KeyFile(kek))
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="journal"):
-            with pytest.raises(KeyRotationIncompleteError) as raised:
-                await journal.rotate_keys()
-            assert raised.value.rewritten == 2
-        [refused] = refusals(caplog)
-        assert "default/agent/aaa" in refused
-        assert (ring / "aaa.key").read_bytes() == stray  # left exactly as it was
-        for owner in ("alice", "zed"):
-            assert kek_of(ring / f"{owner}.key") == new
-        KeyFile.retire(kek, old)
-        journal = Journal(local(root), encryption=KeyFile(kek))
-        for owner in ("alice", "zed"):
-            assert (await journal.load(key_of(owner))).summary == MARKER
-
-
 async def test_owners_with_hashed_path_segments(tmp_path, caplog):
     """A long user id is hashed in the path and in the owner field alike."""
     kek = tmp_path / "kek.json"

@@ -96,6 +96,11 @@ DAMAGE: dict[str, tuple[Callable[[Path], bytes], str]] = {
         ),
         "does not decode",
     ),
+    # alice's object as it is, its owner field naming alice: refused at aaa.
+    "copied from another owner": (
+        lambda alice: alice.read_bytes(),
+        "names the owner 'default/agent/alice'",
+    ),
     "owner field edited": (
         lambda alice: edited(alice, _owner_fixed),
         "does not unwrap",
