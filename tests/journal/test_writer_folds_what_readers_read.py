@@ -17,6 +17,7 @@ from journal import (
     MessageAppended,
     Msg,
     ThreadKey,
+    ThreadWriter,
     ToolCallRequested,
     UnknownEvent,
 )
@@ -39,6 +40,19 @@ async def _same_everywhere(journal: Journal, mine: object) -> None:
     assert msgspec.msgpack.encode(mine) == msgspec.msgpack.encode(loaded)
     assert msgspec.msgpack.encode(mine) == msgspec.msgpack.encode(replayed)
     assert (await journal.verify(KEY)).ok
+
+
+async def _two_messages() -> tuple[Journal, ThreadWriter]:
+    """A fresh journal, and a writer of ``KEY`` that committed messages m1 and m2."""
+    journal = Journal.open(_url())
+    writer = await journal.acquire(KEY, holder="x")
+    await writer.append(
+        [
+            MessageAppended(Msg("user", "a", id="m1")),
+            MessageAppended(Msg("assistant", "b", id="m2")),
+        ]
+    )
+    return journal, writer
 
 
 async def test_an_unknown_event_at_an_older_schema_is_folded_as_readers_upcast_it():
@@ -71,14 +85,7 @@ async def test_an_unknown_event_readers_decode_as_a_refused_one_is_refused():
 
 
 async def test_an_update_committing_a_message_readers_refuse_is_refused():
-    journal = Journal.open(_url())
-    writer = await journal.acquire(KEY, holder="x")
-    await writer.append(
-        [
-            MessageAppended(Msg("user", "a", id="m1")),
-            MessageAppended(Msg("assistant", "b", id="m2")),
-        ]
-    )
+    journal, writer = await _two_messages()
     head = await journal.head(KEY)
     bad = Msg("robot", "c", id="m3")  # type: ignore[arg-type]  # not a Role
 
@@ -93,14 +100,7 @@ async def test_an_update_committing_a_message_readers_refuse_is_refused():
 
 
 async def test_an_update_folds_copies_of_the_callers_messages():
-    journal = Journal.open(_url())
-    writer = await journal.acquire(KEY, holder="x")
-    await writer.append(
-        [
-            MessageAppended(Msg("user", "a", id="m1")),
-            MessageAppended(Msg("assistant", "b", id="m2")),
-        ]
-    )
+    journal, writer = await _two_messages()
     mine = Msg("user", "c", id="m3", metadata={"k": "original"})
 
     def reorder(state):
