@@ -763,6 +763,11 @@ def _unencodable(
     )
 
 
+def _bad_data(index: int, name: str, detail: str) -> InvalidEventError:
+    """The error for an ``UnknownEvent`` whose bytes readers would not decode."""
+    return InvalidEventError(index, name, f"events[{index}].data", detail, "bytes")
+
+
 def _check_unknown(event: ev.UnknownEvent, index: int) -> object:
     """Check an UnknownEvent's envelope fields and bytes as a reader will read them."""
     name = event.type if isinstance(event.type, str) else "UnknownEvent"
@@ -798,13 +803,8 @@ def _check_unknown(event: ev.UnknownEvent, index: int) -> object:
         try:
             upcast = _decode_event(envelope, None)
         except (ValueError, msgspec.DecodeError, RecursionError) as exc:
-            raise InvalidEventError(
-                index,
-                name,
-                f"events[{index}].data",
-                f"does not decode as {name} at schema {event.schema}: {exc}",
-                "bytes",
-            ) from None
+            why = f"does not decode as {name} at schema {event.schema}: {exc}"
+            raise _bad_data(index, name, why) from None
         if _needs_inspection(upcast):
             problem = _inspect(upcast, name, index)
             if problem is not None:
@@ -813,13 +813,7 @@ def _check_unknown(event: ev.UnknownEvent, index: int) -> object:
     try:
         value = msgspec.msgpack.decode(event.data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        raise InvalidEventError(
-            index,
-            name,
-            f"events[{index}].data",
-            f"is not one MessagePack value: {exc}",
-            "bytes",
-        ) from None
+        raise _bad_data(index, name, f"is not one MessagePack value: {exc}") from None
     if _needs_inspection(value):
         problem = _inspect(value, name, index)
         if problem is not None:
