@@ -313,20 +313,17 @@ async def _replay(
                         refs.provenance.observe_fold(
                             record, before, length, state.context
                         )
-    except ChainBrokenError as exc:
+    except (ChainBrokenError, DowngradeError) as exc:
         if base is not None and exc.version == start + 1:
-            raise ForeignCheckpointError(
-                "does not match the log's record hash"
-            ) from None
-        raise
-    except DowngradeError as exc:
-        if base is not None and exc.version == start + 1:
-            # An encrypted checkpoint over a plain record may be followed by the
-            # plain records of a writer without keys (which skips it): the
-            # checkpoint is refused, and a replay from before it judges the
-            # record against the records before it, not the checkpoint.
+            # The record right after the checkpoint refuses it, not the log. A
+            # downgrade there: an encrypted checkpoint over a plain record may be
+            # followed by the plain records of a writer without keys (which skips
+            # it); a replay from before it judges the record against the records
+            # before it, not the checkpoint.
             raise ForeignCheckpointError(
                 "is encrypted but the record after it is not"
+                if isinstance(exc, DowngradeError)
+                else "does not match the log's record hash"
             ) from None
         raise
     if refs is not None:
