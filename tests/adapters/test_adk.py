@@ -47,6 +47,12 @@ if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
 
 APP, USER = "app", "alice"
+# Where the service keeps APP's app-scoped state and USER's user-scoped state,
+# spelled out as the layout documents it (not taken from the service).
+APP_THREAD = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+USER_THREAD = ThreadKey(
+    APP, "user", user_id=USER, thread_id="adk-user-state", namespace="adk"
+)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -391,10 +397,7 @@ async def test_scoped_state_is_read_from_where_the_last_read_ended(
     busy = await service.create_session(app_name=APP, user_id=USER)
     for i in range(30):
         await service.append_event(busy, delta_event(**{"app:n": i, "user:n": i}))
-    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
-    user = ThreadKey(
-        APP, "user", user_id=USER, thread_id="adk-user-state", namespace="adk"
-    )
+    app, user = APP_THREAD, USER_THREAD
     reads = RecordsRead(journal, monkeypatch)
     # The app thread grows with every user's turns: a read must not replay it.
     got = await service.get_session(app_name=APP, user_id="new", session_id=empty.id)
@@ -598,10 +601,7 @@ async def _commit_without_scoped(
     Another holder keeps the app and user threads' leases while it runs, as a
     process that died between the two would leave them undone.
     """
-    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
-    user = ThreadKey(
-        APP, "user", user_id=USER, thread_id="adk-user-state", namespace="adk"
-    )
+    app, user = APP_THREAD, USER_THREAD
     held = [await journal.acquire(k, holder="blocker") for k in (app, user)]
     quick = JournalSessionService(journal, holder=service.holder, lease_wait=0.0)
     quick._versions = service._versions  # the same process's session objects
@@ -631,7 +631,7 @@ async def test_app_and_user_writes_left_undone_are_made_on_the_next_read(
     assert await restarted.get_user_state(app_name=APP, user_id=USER) == {"u": 1}
     other = await restarted.create_session(app_name=APP, user_id="bob")
     assert other.state == {"app:a": 1}
-    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    app = APP_THREAD
     writes = [
         e
         async for r in journal.records(app)
@@ -677,7 +677,7 @@ async def test_a_late_app_write_does_not_undo_a_later_session_s(
 async def test_a_new_session_s_app_and_user_keys_left_undone_are_made_later(
     journal: Journal,
 ) -> None:
-    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    app = APP_THREAD
     blocker = await journal.acquire(app, holder="blocker")
     service = JournalSessionService(journal, lease_wait=0.0)
     with pytest.raises(Exception, match="lease"):
@@ -700,7 +700,7 @@ async def test_writes_a_read_could_not_make_are_made_before_the_next_append(
     await _commit_without_scoped(
         journal, service, made, delta_event(**{"app:a": 1, "app:b": 1})
     )
-    app = ThreadKey(APP, "app", thread_id="adk-app-state", namespace="adk")
+    app = APP_THREAD
     restarted = JournalSessionService(journal, lease_wait=0.0)
     blocker = await journal.acquire(app, holder="blocker")
     with caplog.at_level("WARNING", logger="journal.adapters.adk"):
