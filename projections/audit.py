@@ -122,7 +122,9 @@ class RunLedger:
     """Runs and their outcomes; calls with no result are ``unknown`` after a crash.
 
     The state maps run ids to :class:`RunEntry`; calls outside any run are filed under
-    the empty run id. :meth:`finish` marks what a crash left open.
+    the empty run id. :meth:`finish` marks what a crash left open. A result or a
+    verdict settles the call its id names in the run seen most recently that asked
+    for one: models that number their calls per response use an id again.
     """
 
     name = "run_ledger"
@@ -195,8 +197,12 @@ class RunLedger:
         outcome: ToolOutcome,
         output: Any,
     ) -> None:
-        for entry in state.values():
-            for call in entry.tool_calls:
+        # From the newest run back: a result nearly always settles a call of the
+        # run in progress (a scan from the oldest made a thread's fold quadratic in
+        # its runs), and a model that numbers its calls per response reuses ids,
+        # whose latest request is the one a result answers (as in the state).
+        for entry in reversed(state.values()):
+            for call in reversed(entry.tool_calls):
                 if call.call_id == call_id:
                     call.outcome, call.output = outcome, output
                     call.resolved_at = record.version
