@@ -7,7 +7,7 @@ adds where each record belongs and how runs nest (``RunStarted.parent_run_id``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from journal import events as ev
@@ -27,7 +27,10 @@ __all__ = [
     "ThreadRuns",
     "arrange",
     "call_status",
+    "pruned",
     "record_run",
+    "run_tree",
+    "segments",
 ]
 
 CallStatus = Literal["running", "completed", "failed", "uncertain", "reconciled"]
@@ -127,8 +130,10 @@ def record_run(record: Record, call_runs: dict[str, str]) -> str | None:
     return None
 
 
-def arrange(records: list[Record], own_names: Collection[str] = ()) -> ThreadRuns:
-    """Group ``records`` (a thread's, in version order) by run, and nest the runs.
+def run_tree(
+    records: list[Record], own_names: Collection[str] = ()
+) -> tuple[list[RunNode], dict[str, RunNode]]:
+    """The runs of ``records`` (a thread's, in version order), nested.
 
     The ledger is ``finish``-ed: a run still open at the last record counts as
     unfinished, and its calls without a result as uncertain, which is what a
@@ -138,11 +143,13 @@ def arrange(records: list[Record], own_names: Collection[str] = ()) -> ThreadRun
         records: The thread's records, in version order.
         own_names: Names of this thread a ``parent_thread`` may use; a run whose
             parent lives in another thread is a root here.
+
+    Returns:
+        The runs with no parent in this thread, in the order they started, and
+        every run by id (calls outside a run are under ``""``).
     """
     ledger: dict[str, RunEntry] = RunLedger.finish(fold(RunLedger(), {}, records))
     nodes = {run_id: RunNode(entry) for run_id, entry in ledger.items()}
-    call_runs: dict[str, str] = {}
-    segments: list[Segment] = []
     for record in records:
         for event in record.events:
             if isinstance(event, ev.RunStarted) and event.run_id in nodes:
@@ -151,13 +158,6 @@ def arrange(records: list[Record], own_names: Collection[str] = ()) -> ThreadRun
                 node.turn_id = getattr(event, "turn_id", None)
                 node.parent_run_id = getattr(event, "parent_run_id", None)
                 node.parent_thread = getattr(event, "parent_thread", None)
-            elif isinstance(event, ev.ToolCallRequested):
-                call_runs[event.call_id] = event.run_id or record.run_id or ""
-        run_id = record_run(record, call_runs) or None
-        if segments and segments[-1].run_id == run_id:
-            segments[-1].records.append(record)
-        else:
-            segments.append(Segment(run_id, [record]))
     roots: list[RunNode] = []
     for node in sorted(nodes.values(), key=lambda n: n.entry.started_at):
         local = not node.parent_thread or node.parent_thread in own_names
@@ -167,4 +167,48 @@ def arrange(records: list[Record], own_names: Collection[str] = ()) -> ThreadRun
             parent.children.append(node)
         else:
             roots.append(node)
-    return ThreadRuns(roots, nodes, segments)
+    return roots, nodes
+
+
+def segments(records: list[Record], window: range | None = None) -> list[Segment]:
+    """The records of ``window`` (versions; all when None), cut where the run changes.
+
+    Every record is looked at, so that a result settling a call requested before
+    the window still goes with the call's run.
+    """
+    call_runs: dict[str, str] = {}
+    out: list[Segment] = []
+    for record in records:
+        for event in record.events:
+            if isinstance(event, ev.ToolCallRequested):
+                call_runs[event.call_id] = event.run_id or record.run_id or ""
+        if window is not None and record.version not in window:
+            continue
+        run_id = record_run(record, call_runs) or None
+        if out and out[-1].run_id == run_id:
+            out[-1].records.append(record)
+        else:
+            out.append(Segment(run_id, [record]))
+    return out
+
+
+def pruned(roots: list[RunNode], keep: Collection[str]) -> list[RunNode]:
+    """The trees of ``roots`` cut down to the runs in ``keep`` and their ancestors.
+
+    The nodes returned are copies: ``roots`` is left as it was.
+    """
+    out: list[RunNode] = []
+    for node in roots:
+        children = pruned(node.children, keep)
+        if children or node.entry.run_id in keep:
+            out.append(replace(node, children=children))
+    return out
+
+
+def arrange(records: list[Record], own_names: Collection[str] = ()) -> ThreadRuns:
+    """Group ``records`` (a thread's, in version order) by run, and nest the runs.
+
+    :func:`run_tree` and :func:`segments` of every record.
+    """
+    roots, nodes = run_tree(records, own_names)
+    return ThreadRuns(roots, nodes, segments(records))

@@ -27,6 +27,7 @@ from journal.web.views import (
     ThreadQuery,
     diff_view,
     key_from_params,
+    page_limit,
     state_view,
     threads_view,
     timeline_view,
@@ -229,11 +230,22 @@ async def _threads(request: web.Request) -> web.StreamResponse:
 
 async def _timeline(request: web.Request) -> web.StreamResponse:
     config = request.app[_CONFIG]
-    return await _answer(
-        lambda: timeline_view(
-            config.journal, config.root, key_from_params(request.query), config.cache
+
+    async def build() -> Any:
+        before = _version_param(request, "before")
+        limit = page_limit(request.query.get("limit", ""))
+        key = key_from_params(request.query)
+        return await timeline_view(
+            config.journal,
+            config.root,
+            key,
+            config.cache,
+            before=before,
+            limit=limit,
+            run=request.query.get("run"),
         )
-    )
+
+    return await _answer(build)
 
 
 async def _state(request: web.Request) -> web.StreamResponse:

@@ -31,7 +31,7 @@ from journal.cli.progress import NO_PROGRESS
 from journal.cli.render_json import event_json, record_json, render_json, thread_json
 from journal.cli.reports import VerifyThreadsReport
 from journal.keys import ThreadKey
-from journal.web.runs import arrange, call_status
+from journal.web.runs import call_status, pruned, run_tree, segments
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,9 +43,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "THREAD_PARAMS",
+    "TIMELINE_MAX_PAGE",
+    "TIMELINE_PAGE",
     "ThreadQuery",
     "diff_view",
     "key_from_params",
+    "page_limit",
     "state_view",
     "thread_params",
     "thread_ref",
@@ -211,30 +214,117 @@ def _run_view(node: RunNode) -> dict[str, Any]:
     }
 
 
+TIMELINE_PAGE = 200
+"""Records a timeline document holds unless asked for another number (``limit``)."""
+
+TIMELINE_MAX_PAGE = 2000
+"""The most records one timeline document holds.
+
+Its records carry every field of every event; a runtime thread of 1,000 turns
+(4,160 records) made a document of 7.7 MB when it held them all.
+"""
+
+
+def page_limit(raw: str) -> int:
+    """The ``limit`` query parameter (empty: :data:`TIMELINE_PAGE`).
+
+    Raises:
+        ValueError: It is not a whole number from 1 to :data:`TIMELINE_MAX_PAGE`.
+    """
+    raw = raw.strip()
+    if not raw:
+        return TIMELINE_PAGE
+    if not raw.isdigit() or not 1 <= int(raw) <= TIMELINE_MAX_PAGE:
+        raise ValueError(
+            f"limit must be a number of records from 1 to {TIMELINE_MAX_PAGE}, "
+            f"not {raw!r}"
+        )
+    return int(raw)
+
+
+def _window(
+    first: int, head: int, before: int | None, limit: int, run: RunNode | None
+) -> range:
+    """The versions a timeline document shows.
+
+    The ``limit`` records before ``before``; without it, those ending with the
+    selected run (its last record, or the head while it is open), else the newest.
+    A ``before`` past the head means the newest (the head only moves forward).
+    """
+    if before is None:
+        end = run.entry.ended_at if run is not None else None
+        before = (end or head) + 1
+    if before < 1:
+        raise ValueError(f"before must be a version number from 1, not {before}")
+    stop = min(before, head + 1)
+    return range(max(first, stop - limit), max(first, stop))
+
+
 async def timeline_view(
-    journal: Journal, root: str, key: ThreadKey, cache: AttentionCache
+    journal: Journal,
+    root: str,
+    key: ThreadKey,
+    cache: AttentionCache,
+    *,
+    before: int | None = None,
+    limit: int = TIMELINE_PAGE,
+    run: str | None = None,
 ) -> dict[str, Any]:
-    """A thread's records grouped by run, its run tree, and its badges.
+    """A page of a thread's records grouped by run, the runs they touch, its badges.
+
+    Args:
+        journal: The journal.
+        root: Its root, as errors name it.
+        key: The thread.
+        cache: The attention badges, by thread.
+        before: The page ends just before this version (see :func:`_window`).
+        limit: Records a page holds at most.
+        run: The selected run: its node is always among the runs, and without
+            ``before`` the page ends with it.
 
     Raises:
         CommandError: The thread has no records.
+        ValueError: ``before`` is 0.
     """
     head = await existing_head(journal, key, root)
     records = [r async for r in journal.records(key, 1, head + 1)]
-    arranged = arrange(records, {str(key), key.prefix, thread_label(key)})
+    first = records[0].version if records else 1
+    roots, nodes = run_tree(records, {str(key), key.prefix, thread_label(key)})
+    selected = nodes.get(run) if run is not None else None
+    window = _window(first, head, before, limit, selected)
+    shown = segments(records, window)
+    # The runs the page's records belong to, those open over any of its versions
+    # (a parent run spans its children's records), and the selected one.
+    keep = {s.run_id for s in shown if s.run_id is not None}
+    keep.update(
+        run_id
+        for run_id, node in nodes.items()
+        if node.entry.started_at < window.stop
+        and (node.entry.ended_at or head) >= window.start
+    )
+    if run is not None:
+        keep.add(run)
     attention = await cache.get(journal, key, head)
     return {
         "thread": thread_ref(key),
         "head": head,
-        "first_version": records[0].version if records else 1,
+        "first_version": first,
+        "window": {
+            "first": window.start,
+            "last": window.stop - 1,
+            "limit": limit,
+            "earlier": window.start > first,
+            "later": window.stop <= head,
+        },
         "attention": attention.to_json(),
-        "runs": [_run_view(node) for node in arranged.roots],
+        "runs_total": len(nodes),
+        "runs": [_run_view(node) for node in pruned(roots, keep)],
         "segments": [
             {
                 "run_id": segment.run_id,
                 "records": [record_view(r) for r in segment.records],
             }
-            for segment in arranged.segments
+            for segment in shown
         ],
     }
 

@@ -158,3 +158,40 @@ async def settle_incident(
             )
     finally:
         await journal.aclose()
+
+
+LONG_KEY = ThreadKey("long-agent", "long-session", "carol", namespace="long")
+LONG_RUNS = 130
+"""Runs of the long thread: each is two records, so 261 records with the writer's
+first (more than a timeline page holds by default)."""
+
+
+def long_run(i: int) -> str:
+    """The id of the long thread's run ``i`` (0-based); its record pair is
+    versions ``2 * i + 2`` and ``2 * i + 3``."""
+    return f"long-{i:03d}"
+
+
+async def build_long(root: str) -> ThreadKey:
+    """A thread of :data:`LONG_RUNS` runs, each a tool call requested in its first
+    record and completed in its second (the result carries no ``run_id``: the
+    timeline files it with the call's run)."""
+    journal = Journal.open(root, fsync=False)
+    try:
+        async with journal.writer(LONG_KEY, holder="long-writer") as w:
+            for i in range(LONG_RUNS):
+                run, call = long_run(i), f"call-{i}"
+                await w.append(
+                    [
+                        RunStarted(run),
+                        MessageAppended(Msg("user", f"question {i}")),
+                        ToolCallRequested(call, "search", {"q": i}, run),
+                    ],
+                    run_id=run,
+                )
+                await w.append(
+                    [ToolCallCompleted(call, f"result {i}"), RunCompleted(run)]
+                )
+    finally:
+        await journal.aclose()
+    return LONG_KEY

@@ -32,9 +32,12 @@ from tests.web.incident import (
     HOSTILE_KEY,
     INCIDENT_CALL,
     INCIDENT_RUN,
+    LONG_RUNS,
     XSS_TEXT,
     build_hostile,
     build_incident,
+    build_long,
+    long_run,
     settle_incident,
 )
 
@@ -43,6 +46,7 @@ CHROMIUM = os.environ.get("AJ_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOT_ENV = "AJ_UI_SCREENSHOT"
 WAIT_MS = 30_000
 _START_TIMEOUT = 60.0
+DASH = "\u2013"  # the page's ranges of versions: v1-v5 with an en dash
 
 
 @pytest.fixture(scope="module")
@@ -335,6 +339,52 @@ def test_agent_content_stays_text(browser, local_root):
         for tag in ("img", "script", "svg", "b", "i"):
             assert page.locator(f"#app {tag}").count() == 0, tag
         assert page.evaluate("window.__pwned") is None
+    watch.check()
+
+
+def test_a_long_timeline_pages_through_its_records(browser, tmp_path):
+    root = str(tmp_path / "journal")
+    in_thread(lambda: build_long(root))
+    head = 2 * LONG_RUNS + 1
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    watch = Watch(page)
+    with ui_server(root) as url:
+        page.goto(url)
+        _rendered(page)
+        _go(page, lambda: page.get_by_test_id("thread-link").click())
+        window = page.get_by_test_id("window")
+        newest = f"records v{head - 199}{DASH}v{head} of v1{DASH}v{head}"
+        expect(window).to_have_text(newest)
+        expect(page.get_by_test_id("record")).to_have_count(200)
+        expect(page.get_by_test_id("record").last).to_have_attribute(
+            "data-version", str(head)
+        )
+        expect(page.get_by_test_id("runs-shown")).to_contain_text(f"{LONG_RUNS} runs")
+        expect(page.get_by_test_id("later-records")).to_have_count(0)
+
+        _go(page, lambda: page.get_by_test_id("earlier-records").click())
+        expect(window).to_have_text(f"records v1{DASH}v{head - 200} of v1{DASH}v{head}")
+        expect(page.get_by_test_id("record")).to_have_count(head - 200)
+        expect(page.get_by_test_id("earlier-records")).to_have_count(0)
+        expect(
+            page.locator(
+                f"[data-testid=run-link][data-run='{long_run(LONG_RUNS - 1)}']"
+            )
+        ).to_have_count(0)
+
+        # A run of this page: its records are shown and marked, its panel open.
+        _go(
+            page,
+            lambda: page.locator(
+                f"[data-testid=run-link][data-run='{long_run(5)}']"
+            ).click(),
+        )
+        expect(page.get_by_test_id("run-detail")).to_contain_text(f"Run {long_run(5)}")
+        expect(page.locator(".segment.selected")).to_contain_text("ToolCallCompleted")
+
+        _go(page, lambda: page.get_by_test_id("newest-records").click())
+        expect(window).to_have_text(newest)
+        expect(page.get_by_test_id("run-detail")).to_contain_text(f"Run {long_run(5)}")
     watch.check()
 
 

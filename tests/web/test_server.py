@@ -18,17 +18,20 @@ from aiohttp.test_utils import TestClient, TestServer
 from journal import Journal, MessageAppended, Msg, RunStarted, ThreadKey
 from journal.cli import main
 from journal.web.command import MISSING_EXTRA, access_for
-from journal.web.runs import arrange
+from journal.web.runs import arrange, pruned
 from journal.web.security import COOKIE_NAME, AccessPolicy, is_loopback
 from journal.web.server import UiConfig, create_app
-from journal.web.views import thread_params
+from journal.web.views import TIMELINE_MAX_PAGE, TIMELINE_PAGE, thread_params
 from tests.web.incident import (
     HOSTILE_KEY,
     INCIDENT_CALL,
     INCIDENT_RUN,
+    LONG_RUNS,
     XSS_TEXT,
     build_hostile,
     build_incident,
+    build_long,
+    long_run,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,6 +127,131 @@ async def test_the_timeline_groups_records_by_run_with_call_status(
     event = fence["records"][-1]["events"][-1]
     assert event["type"] == "RunInterrupted"
     assert "by recovery" in event["summary"]
+
+
+@pytest.fixture(scope="module")
+def long_root(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("web-long") / "journal")
+    return root, asyncio.run(build_long(root))
+
+
+@pytest.fixture
+async def long_client(long_root):
+    root, _ = long_root
+    client, journal = await _client(root)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await journal.aclose()
+
+
+def _versions(doc) -> list[int]:
+    return [r["version"] for s in doc["segments"] for r in s["records"]]
+
+
+def _run_ids(doc) -> list[str]:
+    return [r["run_id"] for r in doc["runs"]]
+
+
+async def test_a_long_timeline_comes_a_page_at_a_time(long_client, long_root):
+    _, key = long_root
+    head = 2 * LONG_RUNS + 1
+    status, doc = await _get(long_client, "/api/timeline", **thread_params(key))
+    assert status == 200
+    first = head - TIMELINE_PAGE + 1
+    assert doc["head"] == head
+    assert doc["window"] == {
+        "first": first,
+        "last": head,
+        "limit": TIMELINE_PAGE,
+        "earlier": True,
+        "later": False,
+    }
+    assert _versions(doc) == list(range(first, head + 1))
+    # The runs of the page's records, not the thread's other 30.
+    assert doc["runs_total"] == LONG_RUNS
+    assert _run_ids(doc) == [long_run(i) for i in range((first - 2) // 2, LONG_RUNS)]
+
+    # The page before v100, of 25: it opens with the result of a call requested
+    # on the page before, which still goes with the call's run.
+    status, doc = await _get(
+        long_client, "/api/timeline", **thread_params(key), before="100", limit="25"
+    )
+    assert status == 200
+    assert _versions(doc) == list(range(75, 100))
+    opening = doc["segments"][0]
+    assert opening["run_id"] == long_run(36)
+    assert [r["version"] for r in opening["records"]] == [75]
+    assert _run_ids(doc) == [long_run(i) for i in range(36, 49)]
+    (call,) = doc["runs"][0]["tool_calls"]
+    assert (call["call_id"], call["status"], call["requested_at"]) == (
+        "call-36",
+        "completed",
+        74,
+    )
+    assert (doc["window"]["earlier"], doc["window"]["later"]) == (True, True)
+
+
+async def test_a_selected_run_brings_its_records_and_stays_listed(
+    long_client, long_root
+):
+    _, key = long_root
+    params = thread_params(key)
+    # Without `before`, the page ends with the selected run's last record.
+    status, doc = await _get(
+        long_client, "/api/timeline", **params, run=long_run(10), limit="4"
+    )
+    assert status == 200
+    assert _versions(doc) == [20, 21, 22, 23]
+    assert _run_ids(doc) == [long_run(9), long_run(10)]
+    # Paging away keeps the selected run among the runs, for its panel.
+    status, doc = await _get(
+        long_client,
+        "/api/timeline",
+        **params,
+        run=long_run(10),
+        before="100000",
+        limit="4",
+    )
+    assert _versions(doc) == [258, 259, 260, 261]
+    assert _run_ids(doc) == [long_run(10), long_run(128), long_run(129)]
+    # A run the thread does not have: the newest page (the page says it is not there).
+    status, doc = await _get(
+        long_client, "/api/timeline", **params, run="no-such-run", limit="3"
+    )
+    assert status == 200
+    assert _versions(doc) == [259, 260, 261]
+    # Nothing before v1: an empty page that says what lies after it.
+    status, doc = await _get(long_client, "/api/timeline", **params, before="1")
+    assert status == 200
+    assert doc["segments"] == []
+    assert (doc["window"]["earlier"], doc["window"]["later"]) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            {"limit": "0"},
+            f"limit must be a number of records from 1 to {TIMELINE_MAX_PAGE}, not '0'",
+        ),
+        ({"limit": str(TIMELINE_MAX_PAGE + 1)}, "limit must be a number of records"),
+        ({"limit": "ten"}, "not 'ten'"),
+        ({"limit": "-5"}, "not '-5'"),
+        ({"before": "x"}, "before must be a version number"),
+        ({"before": "0"}, "before must be a version number from 1, not 0"),
+    ],
+)
+async def test_a_bad_page_is_refused_naming_the_parameter(
+    long_client, long_root, query, message
+):
+    _, key = long_root
+    status, doc = await _get(
+        long_client, "/api/timeline", **thread_params(key), **query
+    )
+    assert status == 400
+    assert message in doc["error"]
 
 
 async def test_state_before_the_run_diff_and_verify(client, incident_root):
@@ -362,6 +490,14 @@ async def test_runs_nest_under_their_parent_run():
         "grandchild",
         "orphan",
     ]
+    # Cut down to one run, the tree keeps the runs it nests under, and only them.
+    (kept,) = pruned(arranged.roots, {"grandchild"})
+    assert kept.entry.run_id == "parent"
+    assert [n.entry.run_id for n in kept.children] == ["child"]
+    assert [n.entry.run_id for n in kept.children[0].children] == ["grandchild"]
+    assert [n.entry.run_id for n in arranged.runs["parent"].children] == ["child"]
+    assert pruned(arranged.roots, {"orphan"})[0].entry.run_id == "orphan"
+    assert pruned(arranged.roots, set()) == []
 
 
 def test_ui_refuses_json(tmp_path, capsys):

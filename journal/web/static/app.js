@@ -305,9 +305,28 @@
       call ? callPanel(run, call) : null);
   }
 
+  // A page of the records: the newest by default, those ending with the selected
+  // run, or those before a version (`before`); the server says what lies outside.
+  function pager(doc, params, selected) {
+    const w = doc.window;
+    const keep = selected === null ? {} : { run: selected };
+    const later = Math.min(w.last + 1 + w.limit, doc.head + 1);
+    return el("p", { className: "pager", testid: "pager" },
+      el("span", { className: "muted", testid: "window" },
+        `records v${w.first}–v${w.last} of v${doc.first_version}–v${doc.head}`),
+      w.earlier ? [" ", link(route("thread", { ...params, ...keep, before: w.first }), "← earlier",
+        { className: "button", testid: "earlier-records" })] : null,
+      w.later ? [" ", link(route("thread", { ...params, ...keep, before: later }), "later →",
+        { className: "button", testid: "later-records" }), " ",
+        link(route("thread", { ...params, ...keep, before: doc.head + 1 }), "newest",
+          { className: "button", testid: "newest-records" })] : null);
+  }
+
   async function timelinePage(search) {
     const params = threadParams(search);
-    const doc = await fetchJson("timeline", params);
+    const query = { ...params };
+    for (const name of ["run", "before"]) if (search.has(name)) query[name] = search.get(name);
+    const doc = await fetchJson("timeline", query);
     const selected = search.has("run") ? search.get("run") : null;
     const run = selected === null ? null : findRun(doc.runs, selected);
     const segments = doc.segments.map((segment) => {
@@ -328,11 +347,16 @@
       el("div", { className: "columns" },
         el("section", { className: "side" },
           el("h2", {}, "Runs"),
+          doc.runs_total > doc.runs.length
+            ? el("p", { className: "muted", testid: "runs-shown" },
+                `${doc.runs_total} runs; those of these records shown`)
+            : null,
           doc.runs.length ? runTree(doc, doc.runs, selected) : el("p", { className: "muted" }, "No runs."),
           run ? runPanel(doc, run, search.get("call")) :
             selected !== null ? el("p", { className: "error" }, `No run ${selected} in this thread.`) : null),
         el("section", { className: "main" },
           el("h2", {}, "Timeline"),
+          pager(doc, params, selected),
           el("ol", { className: "timeline", testid: "timeline" }, segments))),
     ];
   }
