@@ -363,6 +363,9 @@ async def diff_view(
 ) -> dict[str, Any]:
     """What changed from ``start`` to ``stop``, as ``agent-journal diff`` has it.
 
+    The records in between are the last :data:`TIMELINE_PAGE` of them
+    (``records_total`` says how many there are).
+
     Raises:
         CommandError: The thread does not exist, a version is beyond the head,
             or ``start`` is after ``stop``.
@@ -381,7 +384,10 @@ async def diff_view(
         ],
         "added": _messages(report.added),
         "removed": _messages(report.removed),
-        "records": [record_view(r) for r in report.records],
+        # The newest page of them, as the timeline pages: the page links to the
+        # timeline for those before it.
+        "records_total": len(report.records),
+        "records": [record_view(r) for r in report.records[-TIMELINE_PAGE:]],
     }
 
 

@@ -385,6 +385,18 @@ def test_a_long_timeline_pages_through_its_records(browser, tmp_path):
         _go(page, lambda: page.get_by_test_id("newest-records").click())
         expect(window).to_have_text(newest)
         expect(page.get_by_test_id("run-detail")).to_contain_text(f"Run {long_run(5)}")
+
+        # A diff over the whole thread lists its last page of records and links
+        # to the timeline for the others.
+        _go(page, lambda: page.get_by_test_id("nav-diff").click())
+        page.get_by_test_id("diff-from").fill("0")
+        _go(page, lambda: page.get_by_test_id("diff-show").click())
+        expect(page.get_by_test_id("diff-records-shown")).to_contain_text(
+            "the last 200 shown"
+        )
+        expect(page.get_by_test_id("record")).to_have_count(200)
+        _go(page, lambda: page.get_by_test_id("diff-earlier-records").click())
+        expect(window).to_have_text(f"records v1{DASH}v{head - 200} of v1{DASH}v{head}")
     watch.check()
 
 

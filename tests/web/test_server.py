@@ -229,6 +229,23 @@ async def test_a_selected_run_brings_its_records_and_stays_listed(
     assert (doc["window"]["earlier"], doc["window"]["later"]) == (False, True)
 
 
+async def test_a_long_diff_holds_the_last_page_of_its_records(long_client, long_root):
+    _, key = long_root
+    head = 2 * LONG_RUNS + 1
+    params = thread_params(key)
+    status, doc = await _get(long_client, "/api/diff", **params, **{"from": "0"})
+    assert status == 200
+    assert doc["records_total"] == head
+    assert [r["version"] for r in doc["records"]] == list(
+        range(head - TIMELINE_PAGE + 1, head + 1)
+    )
+    # Every message added is still listed: those are one line each.
+    assert len(doc["added"]) == LONG_RUNS
+    status, doc = await _get(long_client, "/api/diff", **params, **{"from": "250"})
+    assert doc["records_total"] == head - 250
+    assert [r["version"] for r in doc["records"]] == list(range(251, head + 1))
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [

@@ -441,7 +441,13 @@
           : el("p", { className: "muted" }, "No state field changed."),
         el("h3", {}, `Messages added (${doc.added.length})`), messagesList(doc.added),
         el("h3", {}, `Messages removed (${doc.removed.length})`), messagesList(doc.removed),
-        el("h3", {}, `Records in between (${doc.records.length})`),
+        el("h3", {}, `Records in between (${doc.records_total})`),
+        doc.records_total > doc.records.length
+          ? el("p", { className: "muted", testid: "diff-records-shown" },
+              `the last ${doc.records.length} shown; `,
+              link(route("thread", { ...params, before: doc.records[0].version }),
+                "the earlier ones in the timeline", { testid: "diff-earlier-records" }))
+          : null,
         el("ol", { className: "records" }, doc.records.map(recordView))),
     ];
   }
