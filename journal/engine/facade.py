@@ -486,8 +486,15 @@ class Journal:
     async def seal(self, key: ThreadKey) -> Seal:
         """Sign and store a seal of the thread's head now (on demand).
 
+        The records the seal vouches for are checked first: from this key's latest
+        seal (the history must extend it) or, without one, from the first record
+        kept (see :func:`journal.engine.sealing.sealable_head`).
+
         Raises:
             ValueError: The journal has no signing key, or the thread no records.
+            CorruptRecordError: A record to be vouched for is missing or damaged,
+                the chain is broken, or the history no longer extends this key's
+                latest seal; nothing is signed.
         """
         if self.signer is None:
             raise ValueError("sealing needs a journal opened with signing_key=")
@@ -495,10 +502,11 @@ class Journal:
         head = await log.head()
         if head == 0:
             raise ValueError(f"{log.label} has no records to seal")
-        parsed = await log.read_parsed(head)
-        from journal.engine.sealing import write_seal
+        from journal.engine.sealing import latest_seal, sealable_head, write_seal
 
-        return await write_seal(log, self.signer, head, parsed.hash, self.clock)
+        own = await latest_seal(log, self.signer.public_key)
+        version, digest = await sealable_head(log, own, await self.first_version(key))
+        return await write_seal(log, self.signer, version, digest, self.clock)
 
     async def latest_seal(
         self, key: ThreadKey, trusted: Ed25519PublicKey | None = None

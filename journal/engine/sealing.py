@@ -7,10 +7,12 @@ checkpoint of a journal opened with a signing key, and on demand);
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import msgspec
 
+from journal.engine.log import ChainBrokenError, ScanProblem
+from journal.errors import CorruptRecordError
 from journal.seals import decode_seal, encode_seal, public_key_id, seal_check
 
 if TYPE_CHECKING:
@@ -21,7 +23,13 @@ if TYPE_CHECKING:
     from journal.engine.log import ThreadLog
     from journal.seals import Seal, Signer
 
-__all__ = ["SealFindings", "check_seals", "latest_seal", "write_seal"]
+__all__ = [
+    "SealFindings",
+    "check_seals",
+    "latest_seal",
+    "sealable_head",
+    "write_seal",
+]
 
 
 async def write_seal(
@@ -35,6 +43,57 @@ async def write_seal(
     seal = signer.sign(log.prefix, version, head, clock())
     await log.put_seal(version, encode_seal(seal))
     return seal
+
+
+async def sealable_head(
+    log: ThreadLog, own: Seal | None, first: int
+) -> tuple[int, bytes]:
+    """The head's version and hash, once what a new seal would vouch for is checked.
+
+    A seal says the history up to it is the one its signer saw, so the signer
+    checks it first: from its own latest seal (whose record must still have the
+    hash it sealed: the history extends it) or, with none, from ``first`` (the
+    first record kept), every record to the head is read and checked as
+    ``verify`` checks it (framing, checksum, its hash, the chain, no gap). No data
+    key is needed: an encrypted record is checked as stored.
+
+    Raises:
+        CorruptRecordError: A record is missing or fails a check
+            (``ChainBrokenError``: the chain is broken), or the record at the own
+            seal's version is not the one sealed.
+    """
+    start = own.version if own is not None and own.version >= first else first
+    versions = await log.versions(start - 1)
+    if not versions or versions[0] != start:
+        cut = " (a seal vouched for it: the thread was cut short)" if own else ""
+        raise CorruptRecordError(log.label, start, "record is missing" + cut)
+    version, digest = start, b""
+    async for batch in log.audit(versions, after=start - 1, prev_hash=None):
+        for item in batch:
+            if isinstance(item, ScanProblem):
+                _refuse(log.label, item)
+            if (
+                own is not None
+                and item.body.version == own.version == start
+                and item.hash.hex() != own.hash
+            ):
+                raise CorruptRecordError(
+                    log.label,
+                    start,
+                    "it is not the record sealed there (the history was "
+                    "rewritten after it was sealed)",
+                )
+            version, digest = item.body.version, item.hash
+    return version, digest
+
+
+def _refuse(label: str, problem: ScanProblem) -> NoReturn:
+    if problem.kind == "chain":
+        raise ChainBrokenError(label, problem.version, problem.message)
+    # A damaged record's problem is its error's text: raised again, not nested.
+    prefix = str(CorruptRecordError(label, problem.version, ""))
+    detail = problem.message.removeprefix(prefix)
+    raise CorruptRecordError(label, problem.version, detail)
 
 
 async def latest_seal(

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from journal import Journal, MessageAppended, Msg, ThreadKey
 from journal.crypto import StaticKeys, generate_key
+from journal.errors import CorruptRecordError
 from journal.seals import decode_seal, encode_seal, load_public_key, public_key_text
 from stores.local import LocalStore
 
@@ -145,6 +146,53 @@ async def test_seal_needs_a_signing_key(tmp_path):
     await write(journal, KEY, ["m"])
     with pytest.raises(ValueError, match="signing_key"):
         await journal.seal(KEY)
+
+
+async def test_an_on_demand_seal_refuses_a_history_rewritten_after_its_seals(
+    tmp_path, provider
+):
+    journal = journal_at(tmp_path, provider=provider)
+    await write(journal, KEY, [f"m{i}" for i in range(12)])
+    last = await journal.latest_seal(KEY, TRUST)
+    assert last is not None
+    seals = log_dir(tmp_path) / "seals"
+    kept = tmp_path / "kept-seals"
+    shutil.copytree(seals, kept)
+    for child in log_dir(tmp_path).iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    forger = journal_at(tmp_path, signed=False, provider=provider)
+    await write(forger, KEY, [f"forged {i}" for i in range(14)])
+    shutil.copytree(kept, seals)
+    before = sorted(p.name for p in seals.iterdir())
+    # The signer must not vouch for a head whose history does not extend what it
+    # sealed before.
+    with pytest.raises(CorruptRecordError, match="sealed") as caught:
+        await journal.seal(KEY)
+    assert caught.value.version == last.version
+    assert sorted(p.name for p in seals.iterdir()) == before
+
+
+async def test_an_on_demand_seal_refuses_a_broken_chain(tmp_path, provider):
+    # No seal yet (written unsigned): the whole chain is checked before the first.
+    unsigned = journal_at(tmp_path, signed=False, provider=provider)
+    await write(unsigned, KEY, [f"m{i}" for i in range(8)])
+    record = log_dir(tmp_path) / "log" / f"{3:020d}.rec"
+    data = bytearray(record.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    record.write_bytes(bytes(data))
+    signer = journal_at(tmp_path, provider=provider)
+    with pytest.raises(CorruptRecordError) as caught:
+        await signer.seal(KEY)
+    assert caught.value.version == 3
+    assert not (log_dir(tmp_path) / "seals").exists() or not any(
+        (log_dir(tmp_path) / "seals").iterdir()
+    )
+    # Mended (the record put back as it was), the thread seals at its head.
+    data[len(data) // 2] ^= 0x01
+    record.write_bytes(bytes(data))
+    seal = await signer.seal(KEY)
+    assert seal.version == await signer.head(KEY)
+    assert (await signer.verify(KEY, trust=TRUST)).ok
 
 
 def clocked(root, now, *, signed=True, provider=None, every=5):
