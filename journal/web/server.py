@@ -253,8 +253,13 @@ async def _state(request: web.Request) -> web.StreamResponse:
 
     async def build() -> Any:
         at = _version_param(request, "at")
+        shown = request.query.get("messages", "").strip()
+        if shown not in ("", "all"):
+            raise ValueError(f"messages must be 'all' or left out, not {shown!r}")
         key = key_from_params(request.query)
-        return await state_view(config.journal, config.root, key, at)
+        return await state_view(
+            config.journal, config.root, key, at, all_messages=shown == "all"
+        )
 
     return await _answer(build)
 

@@ -339,9 +339,18 @@ def _messages(messages: list[ev.Msg]) -> list[dict[str, Any]]:
 
 
 async def state_view(
-    journal: Journal, root: str, key: ThreadKey, at: int | None
+    journal: Journal,
+    root: str,
+    key: ThreadKey,
+    at: int | None,
+    *,
+    all_messages: bool = False,
 ) -> dict[str, Any]:
     """The state as of ``at`` (default: the head), as ``agent-journal state`` has it.
+
+    Unless ``all_messages``, the context is cut to its last :data:`TIMELINE_PAGE`
+    messages, in the list and in the state's JSON alike (``messages_total`` says
+    how many it holds): a long thread's context is most of its bytes.
 
     Raises:
         CommandError: The thread does not exist or has no version ``at``.
@@ -349,11 +358,16 @@ async def state_view(
     report = await show_state(journal, StateOptions(root=root, key=key, at=at))
     document = render_json(report)
     state = msgspec.json.decode(document) if document is not None else {}
+    context = report.state.context
+    shown = context if all_messages else context[-TIMELINE_PAGE:]
+    if len(shown) < len(context) and isinstance(state.get("context"), list):
+        state["context"] = state["context"][-len(shown) :] if shown else []
     return {
         "thread": thread_ref(key),
         "head": report.head,
         "version": report.version,
-        "messages": _messages(report.state.context),
+        "messages_total": len(context),
+        "messages": _messages(shown),
         "state": state,
     }
 
@@ -363,8 +377,9 @@ async def diff_view(
 ) -> dict[str, Any]:
     """What changed from ``start`` to ``stop``, as ``agent-journal diff`` has it.
 
-    The records in between are the last :data:`TIMELINE_PAGE` of them
-    (``records_total`` says how many there are).
+    The messages added, those removed and the records in between are the last
+    :data:`TIMELINE_PAGE` of each (``added_total``, ``removed_total`` and
+    ``records_total`` say how many there are).
 
     Raises:
         CommandError: The thread does not exist, a version is beyond the head,
@@ -382,8 +397,11 @@ async def diff_view(
             {"field": c.field, "kind": c.kind, "old": c.old, "new": c.new}
             for c in report.changes
         ],
-        "added": _messages(report.added),
-        "removed": _messages(report.removed),
+        # Each list's last page: a diff over a long thread adds its whole context.
+        "added_total": len(report.added),
+        "added": _messages(report.added[-TIMELINE_PAGE:]),
+        "removed_total": len(report.removed),
+        "removed": _messages(report.removed[-TIMELINE_PAGE:]),
         # The newest page of them, as the timeline pages: the page links to the
         # timeline for those before it.
         "records_total": len(report.records),

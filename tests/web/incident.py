@@ -173,9 +173,9 @@ def long_run(i: int) -> str:
 
 
 async def build_long(root: str) -> ThreadKey:
-    """A thread of :data:`LONG_RUNS` runs, each a tool call requested in its first
-    record and completed in its second (the result carries no ``run_id``: the
-    timeline files it with the call's run)."""
+    """A thread of :data:`LONG_RUNS` runs, each a question and a tool call in its
+    first record, the call's result and an answer in its second (which carries no
+    ``run_id``: the timeline files it with the call's run)."""
     journal = Journal.open(root, fsync=False)
     try:
         async with journal.writer(LONG_KEY, holder="long-writer") as w:
@@ -190,7 +190,11 @@ async def build_long(root: str) -> ThreadKey:
                     run_id=run,
                 )
                 await w.append(
-                    [ToolCallCompleted(call, f"result {i}"), RunCompleted(run)]
+                    [
+                        ToolCallCompleted(call, f"result {i}"),
+                        MessageAppended(Msg("assistant", f"answer {i}")),
+                        RunCompleted(run),
+                    ]
                 )
     finally:
         await journal.aclose()

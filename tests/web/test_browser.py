@@ -395,8 +395,19 @@ def test_a_long_timeline_pages_through_its_records(browser, tmp_path):
             "the last 200 shown"
         )
         expect(page.get_by_test_id("record")).to_have_count(200)
+        expect(page.get_by_test_id("last-shown")).to_have_text("the last 200 shown")
         _go(page, lambda: page.get_by_test_id("diff-earlier-records").click())
         expect(window).to_have_text(f"records v1{DASH}v{head - 200} of v1{DASH}v{head}")
+
+        # The state's context: its last page, and all of it on demand.
+        _go(page, lambda: page.get_by_test_id("nav-state").click())
+        expect(page.get_by_test_id("messages-shown")).to_contain_text(
+            "the last 200 shown"
+        )
+        expect(page.get_by_test_id("message")).to_have_count(200)
+        _go(page, lambda: page.get_by_test_id("all-messages").click())
+        expect(page.get_by_test_id("message")).to_have_count(2 * LONG_RUNS)
+        expect(page.get_by_test_id("messages-shown")).to_have_count(0)
     watch.check()
 
 

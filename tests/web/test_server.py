@@ -239,11 +239,40 @@ async def test_a_long_diff_holds_the_last_page_of_its_records(long_client, long_
     assert [r["version"] for r in doc["records"]] == list(
         range(head - TIMELINE_PAGE + 1, head + 1)
     )
-    # Every message added is still listed: those are one line each.
-    assert len(doc["added"]) == LONG_RUNS
+    # The messages added: their last page too, and how many there are.
+    assert doc["added_total"] == 2 * LONG_RUNS
+    assert [m["summary"] for m in doc["added"][-2:]] == [
+        f"question {LONG_RUNS - 1}",
+        f"answer {LONG_RUNS - 1}",
+    ]
+    assert len(doc["added"]) == TIMELINE_PAGE
     status, doc = await _get(long_client, "/api/diff", **params, **{"from": "250"})
     assert doc["records_total"] == head - 250
     assert [r["version"] for r in doc["records"]] == list(range(251, head + 1))
+
+
+async def test_a_long_context_comes_as_its_last_page_unless_all_is_asked(
+    long_client, long_root
+):
+    _, key = long_root
+    params = thread_params(key)
+    status, doc = await _get(long_client, "/api/state", **params)
+    assert status == 200
+    assert doc["messages_total"] == 2 * LONG_RUNS
+    assert len(doc["messages"]) == TIMELINE_PAGE
+    assert doc["messages"][-1]["summary"] == f"answer {LONG_RUNS - 1}"
+    # The state's JSON holds the same messages as the list, in full.
+    context = doc["state"]["context"]
+    assert [m["id"] for m in context] == [m["id"] for m in doc["messages"]]
+    status, doc = await _get(long_client, "/api/state", **params, messages="all")
+    assert status == 200
+    assert len(doc["messages"]) == len(doc["state"]["context"]) == 2 * LONG_RUNS
+    # A short context is whole either way.
+    status, doc = await _get(long_client, "/api/state", **params, at="11")
+    assert doc["messages_total"] == len(doc["messages"]) == 10
+    status, doc = await _get(long_client, "/api/state", **params, messages="some")
+    assert status == 400
+    assert "messages must be 'all' or left out, not 'some'" in doc["error"]
 
 
 @pytest.mark.parametrize(

@@ -368,10 +368,21 @@
         el("span", { className: "text" }, m.summary))));
   }
 
+  function lastShown(list, total) {
+    return total > list.length
+      ? el("p", { className: "muted", testid: "last-shown" }, `the last ${list.length} shown`)
+      : null;
+  }
+
   async function statePage(search) {
     const params = threadParams(search);
     const at = search.get("at");
-    const doc = await fetchJson("state", at === null ? params : { ...params, at });
+    const all = search.get("messages") === "all";
+    const query = { ...params };
+    if (at !== null) query.at = at;
+    if (all) query.messages = "all";
+    const doc = await fetchJson("state", query);
+    const cut = doc.messages_total > doc.messages.length;
     const slider = el("input", {
       type: "range", min: "0", max: String(doc.head), value: String(doc.version),
       testid: "version-slider", ariaLabel: "version",
@@ -402,10 +413,17 @@
           el("dt", {}, "interrupted"), el("dd", {}, state.shutdown_interrupted ? "yes" : "no"),
           el("dt", {}, "pending tool calls"),
           el("dd", {}, Object.keys((state.tool_context || {}).pending_calls || {}).join(", ") || "none")),
-        el("h3", {}, `Context (${doc.messages.length} messages)`),
+        el("h3", {}, `Context (${doc.messages_total} messages)`),
+        cut
+          ? el("p", { className: "muted", testid: "messages-shown" },
+              `the last ${doc.messages.length} shown; `,
+              link(route("state", { ...params, at: doc.version, messages: "all" }),
+                `show all ${doc.messages_total}`, { testid: "all-messages" }))
+          : null,
         messagesList(doc.messages),
         rest.map(([name, value]) => details(name, pre(value))),
-        details("the whole state (JSON)", pre(state))),
+        details(cut ? `the state (JSON), its context cut to the last ${doc.messages.length} messages`
+          : "the whole state (JSON)", pre(state))),
     ];
   }
 
@@ -439,8 +457,10 @@
                 el("td", { className: "code" }, c.field), el("td", {}, c.kind),
                 el("td", { className: "code" }, valueText(c.old)), el("td", { className: "code" }, valueText(c.new))))))
           : el("p", { className: "muted" }, "No state field changed."),
-        el("h3", {}, `Messages added (${doc.added.length})`), messagesList(doc.added),
-        el("h3", {}, `Messages removed (${doc.removed.length})`), messagesList(doc.removed),
+        el("h3", {}, `Messages added (${doc.added_total})`), lastShown(doc.added, doc.added_total),
+        messagesList(doc.added),
+        el("h3", {}, `Messages removed (${doc.removed_total})`), lastShown(doc.removed, doc.removed_total),
+        messagesList(doc.removed),
         el("h3", {}, `Records in between (${doc.records_total})`),
         doc.records_total > doc.records.length
           ? el("p", { className: "muted", testid: "diff-records-shown" },
