@@ -44,6 +44,24 @@ def log_dir(root, key=KEY):
     return root / "default/agent/alice" / key.session_id / "main"
 
 
+async def forge_keeping_seals(root, provider, turns):
+    """Rewrite KEY's thread with the project's own code, then put its seals back.
+
+    Returns the forger's journal, and whether its chain verified before the seals
+    came back (it does: the chain alone cannot tell).
+    """
+    seals = log_dir(root) / "seals"
+    kept = root / "kept-seals"
+    shutil.copytree(seals, kept)
+    for child in log_dir(root).iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    forger = journal_at(root, signed=False, provider=provider)
+    await write(forger, KEY, [f"forged {i}" for i in range(turns)])
+    chain_ok = (await forger.verify(KEY)).ok
+    shutil.copytree(kept, seals)
+    return forger, chain_ok
+
+
 @pytest.fixture(params=["plain", "encrypted"])
 def provider(request):
     return StaticKeys([generate_key()]) if request.param == "encrypted" else None
@@ -76,16 +94,9 @@ async def test_a_sealed_history_verifies(tmp_path, provider):
 async def test_a_consistent_rewrite_is_caught(tmp_path, provider):
     journal = journal_at(tmp_path, provider=provider)
     await write(journal, KEY, [f"m{i}" for i in range(12)])
-    # Rewrite the whole thread with the project's own code, keeping the seals.
+    forger, chain_ok = await forge_keeping_seals(tmp_path, provider, 12)
+    assert chain_ok  # the chain alone cannot tell
     seals = log_dir(tmp_path) / "seals"
-    kept = tmp_path / "kept-seals"
-    shutil.copytree(seals, kept)
-    for child in log_dir(tmp_path).iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
-    forger = journal_at(tmp_path, signed=False, provider=provider)
-    await write(forger, KEY, [f"forged {i}" for i in range(12)])
-    assert (await forger.verify(KEY)).ok  # the chain alone cannot tell
-    shutil.copytree(kept, seals)
     report = await forger.verify(KEY, trust=TRUST)
     assert not report.ok
     assert any("rewritten" in str(p) for p in report.problems)
@@ -155,14 +166,8 @@ async def test_an_on_demand_seal_refuses_a_history_rewritten_after_its_seals(
     await write(journal, KEY, [f"m{i}" for i in range(12)])
     last = await journal.latest_seal(KEY, TRUST)
     assert last is not None
+    await forge_keeping_seals(tmp_path, provider, 14)
     seals = log_dir(tmp_path) / "seals"
-    kept = tmp_path / "kept-seals"
-    shutil.copytree(seals, kept)
-    for child in log_dir(tmp_path).iterdir():
-        shutil.rmtree(child) if child.is_dir() else child.unlink()
-    forger = journal_at(tmp_path, signed=False, provider=provider)
-    await write(forger, KEY, [f"forged {i}" for i in range(14)])
-    shutil.copytree(kept, seals)
     before = sorted(p.name for p in seals.iterdir())
     # The signer must not vouch for a head whose history does not extend what it
     # sealed before.

@@ -7,6 +7,7 @@ port) over a real local journal holding the demo's incident.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -60,15 +61,20 @@ async def _client(root: str, policy: AccessPolicy | None = None, **config):
     return client, journal
 
 
-@pytest.fixture
-async def client(incident_root):
-    root, _ = incident_root
+@contextlib.asynccontextmanager
+async def _serving(root: str):
     client, journal = await _client(root)
     try:
         yield client
     finally:
         await client.close()
         await journal.aclose()
+
+
+@pytest.fixture
+async def client(incident_root):
+    async with _serving(incident_root[0]) as served:
+        yield served
 
 
 async def _get(client, path, **params):
@@ -137,13 +143,8 @@ def long_root(tmp_path_factory):
 
 @pytest.fixture
 async def long_client(long_root):
-    root, _ = long_root
-    client, journal = await _client(root)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await journal.aclose()
+    async with _serving(long_root[0]) as served:
+        yield served
 
 
 def _versions(doc) -> list[int]:
