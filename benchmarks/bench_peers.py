@@ -229,6 +229,8 @@ class Row:
     payload: int = 0
     text: int = 0
     journal_mode: str = ""
+    parts: dict[str, int] | None = None
+    """agent-journal: where the footprint's bytes go (``byte_parts``)."""
 
     def mean(self, length: int) -> float:
         """Total time spent on the timed turns (background work included) / turns."""
@@ -534,6 +536,7 @@ async def run_benchmark(
                 for adapter in adapters:
                     row = rows[adapter.key]
                     row.footprint = adapter.footprint()
+                    row.parts = await adapter.byte_parts()
                     row.payload = payload
                     row.text = text
                     sqlite_file = SQLITE_FILES.get(adapter.key)
@@ -1478,6 +1481,39 @@ def render(res: Results) -> str:
             f"{size / row.payload:.2f}x | {smallest[0] / row.text:.2f}x | "
             + ("- |" if same else f"{ratio(smallest[1], base.footprint[1])} |")  # type: ignore[union-attr,index]
         )
+    parted = [row for row in rows.values() if row.parts and row.footprint]
+    if parted:
+        lines += [
+            "",
+            "### Where agent-journal's bytes go",
+            "",
+            "The rows above, their files' bytes by part, each as x text: the log "
+            "(segment files), of which the events' own bytes (MessagePack of each "
+            "event, as its record's envelope holds it) and the rest, its framing "
+            "(segment frames, record frames, headers with the hash chain, envelopes: "
+            "shown per record too); message chunks (`blobs/`), checkpoints, seals, "
+            "and the rest (LEASE, hints, the thread index). Chunks hold messages "
+            "the log holds too: a checkpoint names log spans instead where "
+            "`log_spans` allows (see `journal.checkpoint.LOG_SPANS`).",
+            "",
+            "| system | records | log | of which events | framing | framing per "
+            "record (B) | chunks | checkpoints | seals | other |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in parted:
+            p = row.parts
+            assert p is not None
+            framing = p["log"] - p["events"]
+
+            def x(n: int, text: int = row.text) -> str:
+                return f"{n / text:.2f}x"
+
+            lines.append(
+                f"| {row.name} | {p['records']:,} | {x(p['log'])} | "
+                f"{x(p['events'])} | {x(framing)} | "
+                f"{framing / max(p['records'], 1):.0f} | {x(p['blobs'])} | "
+                f"{x(p['checkpoints'])} | {x(p['seals'])} | {x(p['other'])} |"
+            )
     lines += ["", "## agent-journal on S3: requests", ""]
     if res.s3:
         lines += [

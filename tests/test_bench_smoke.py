@@ -59,6 +59,12 @@ async def test_journal_rows_are_well_formed(bench_peers: Any, tmp_path: Path) ->
     size, allocated = row.footprint
     assert size > row.payload > 0
     assert allocated > 0
+    # Its bytes by part add up to the footprint, and the log holds its events.
+    parts = row.parts
+    files = ("log", "blobs", "checkpoints", "seals", "other")
+    assert sum(parts[p] for p in files) == size
+    assert parts["records"] >= 10  # a record per turn, at least
+    assert 0 < parts["events"] < parts["log"]
 
     memory = rows["aj-memory"]
     assert not memory.persistent
@@ -90,6 +96,14 @@ async def test_journal_rows_are_well_formed(bench_peers: Any, tmp_path: Path) ->
     assert persist[1].count("|") == 2 + 1 + 2 * len(plan.load_lengths)
     assert persist[2].count("|") == 9
     assert row.text > 0
+    [parted] = [
+        line
+        for line in text.splitlines()
+        if line.startswith(
+            f"| agent-journal: local disk, fsync=True | {parts['records']} |"
+        )
+    ]
+    assert parted.count("|") == 11
     assert "## Where agent-journal loses" in text
     assert "`lg-sqlite`: not installed" in text
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from _peers.base import Adapter, du
+from _peers.journal_peer import byte_parts
 from journal import (
     Agent,
     Journal,
@@ -133,6 +134,9 @@ class AgentPeer(Adapter):
 
     def footprint(self) -> tuple[int, int] | None:
         return du(self.root)
+
+    async def byte_parts(self) -> dict[str, int] | None:
+        return await byte_parts(self.root, self.agent.thread_key(self.ctx))
 
     def loader_spec(self) -> dict[str, Any]:
         return {"root": str(self.root)}

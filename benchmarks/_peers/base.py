@@ -71,6 +71,10 @@ class Adapter:
         """(bytes, allocated bytes) of this system's storage, None for in-memory."""
         return None
 
+    async def byte_parts(self) -> dict[str, int] | None:
+        """Where the footprint's bytes go (agent-journal on local disk), or None."""
+        return None
+
     def loader_spec(self) -> dict[str, Any]:
         """What ``child_load`` needs to find and read this thread (JSON)."""
         raise NotImplementedError

@@ -158,6 +158,9 @@ class JournalPeer(Adapter):
     def footprint(self) -> tuple[int, int] | None:
         return du(self.root) if self.root is not None else None
 
+    async def byte_parts(self) -> dict[str, int] | None:
+        return await byte_parts(self.root) if self.root is not None else None
+
     def loader_spec(self) -> dict[str, Any]:
         return {"root": str(self.root)}
 
@@ -174,6 +177,44 @@ class JournalPeer(Adapter):
             await self.writer.close()
             self.writer = None
         await self.journal.aclose()
+
+
+PARTS = ("log", "blobs", "checkpoints", "seals")
+"""A thread's directories, each counted apart by :func:`byte_parts`."""
+
+
+def _file_parts(root: Path) -> dict[str, int]:
+    parts = dict.fromkeys((*PARTS, "other"), 0)
+    for path in root.rglob("*"):
+        if path.is_file():
+            where = next((p for p in PARTS if p in path.relative_to(root).parts), None)
+            parts[where or "other"] += path.stat().st_size
+    return parts
+
+
+async def byte_parts(root: Path, key: ThreadKey = KEY) -> dict[str, int]:
+    """Where a local journal's bytes go: file sizes by part, and what the log holds.
+
+    ``log``, ``blobs`` (message chunks), ``checkpoints``, ``seals``: the bytes of
+    the files under the thread's directory of that name (a segment file's whole
+    size, the reserve at its end included); ``other``: everything else under
+    ``root`` (LEASE, hints, the thread index). ``events``: the events' own bytes
+    (MessagePack of each, as a record's envelope holds them), summed over every
+    record of ``key``; ``records``: how many records it has. The log's bytes beyond
+    its events are its framing: the segment's frames, each record's frame, header
+    and hash, and the envelopes.
+    """
+    parts = _file_parts(root)
+    journal = Journal.open(root)
+    try:
+        records = [r async for r in journal.records(key)]
+    finally:
+        await journal.aclose()
+    parts["events"] = sum(
+        len(msgspec.msgpack.encode(event)) for r in records for event in r.events
+    )
+    parts["records"] = len(records)
+    return parts
 
 
 async def child_load(spec: dict[str, Any]) -> dict[str, Any]:
