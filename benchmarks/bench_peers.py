@@ -1490,13 +1490,16 @@ def render(res: Results) -> str:
             "The rows above, their files' bytes by part, each as x text: the log "
             "(segment files), of which the events' own bytes (MessagePack of each "
             "event, as its record's envelope holds it) and the rest, its framing "
-            "(segment frames, record frames, headers with the hash chain, envelopes: "
-            "shown per record too); message chunks (`blobs/`), checkpoints, seals, "
+            "(segment frames, record frames, headers with the hash chain, envelopes; "
+            "also per record); message chunks (`blobs/`), checkpoints, seals, "
             "and the rest (LEASE, hints, the thread index). Chunks hold messages "
             "the log holds too: a checkpoint names log spans instead where "
-            "`log_spans` allows (see `journal.checkpoint.LOG_SPANS`).",
+            "`log_spans` allows (see `journal.checkpoint.LOG_SPANS`). The rest of "
+            "the log also counts the unused reserve at the end of its last segment. "
+            "With compression the events are counted before it and the log after, "
+            "so there is no rest to show.",
             "",
-            "| system | records | log | of which events | framing | framing per "
+            "| system | records | log | of which events | the rest | the rest per "
             "record (B) | chunks | checkpoints | seals | other |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
@@ -1508,10 +1511,14 @@ def render(res: Results) -> str:
             def x(n: int, text: int = row.text) -> str:
                 return f"{n / text:.2f}x"
 
+            rest = (
+                f"{x(framing)} | {framing / max(p['records'], 1):.0f}"
+                if framing >= 0
+                else "- | -"
+            )
             lines.append(
                 f"| {row.name} | {p['records']:,} | {x(p['log'])} | "
-                f"{x(p['events'])} | {x(framing)} | "
-                f"{framing / max(p['records'], 1):.0f} | {x(p['blobs'])} | "
+                f"{x(p['events'])} | {rest} | {x(p['blobs'])} | "
                 f"{x(p['checkpoints'])} | {x(p['seals'])} | {x(p['other'])} |"
             )
     lines += ["", "## agent-journal on S3: requests", ""]
