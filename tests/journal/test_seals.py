@@ -177,6 +177,23 @@ async def test_an_on_demand_seal_refuses_a_history_rewritten_after_its_seals(
     assert sorted(p.name for p in seals.iterdir()) == before
 
 
+async def test_an_on_demand_seal_refuses_a_thread_cut_short_below_its_seal(
+    tmp_path, provider
+):
+    journal = journal_at(tmp_path, provider=provider)
+    await write(journal, KEY, [f"m{i}" for i in range(12)])
+    last = await journal.seal(KEY)
+    assert last.version > 7
+    for record in sorted((log_dir(tmp_path) / "log").iterdir())[7:]:
+        record.unlink()
+    (log_dir(tmp_path) / "LAST_CHECKPOINT").unlink()
+    reopened = journal_at(tmp_path, provider=provider)
+    assert await reopened.head(KEY) < last.version
+    with pytest.raises(CorruptRecordError, match="cut short") as caught:
+        await reopened.seal(KEY)
+    assert caught.value.version == last.version
+
+
 async def test_an_on_demand_seal_refuses_a_broken_chain(tmp_path, provider):
     # No seal yet (written unsigned): the whole chain is checked before the first.
     unsigned = journal_at(tmp_path, signed=False, provider=provider)
