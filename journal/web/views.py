@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from journal.web.runs import RunNode
 
 __all__ = [
+    "MAX_PAGE",
+    "PAGE",
     "THREAD_PARAMS",
-    "TIMELINE_MAX_PAGE",
-    "TIMELINE_PAGE",
     "ThreadQuery",
     "diff_view",
     "key_from_params",
@@ -214,10 +214,11 @@ def _run_view(node: RunNode) -> dict[str, Any]:
     }
 
 
-TIMELINE_PAGE = 200
-"""Records a timeline document holds unless asked for another number (``limit``)."""
+PAGE = 200
+"""What a document holds of a long list: a timeline's records (unless ``limit``
+asks for another number), a state's context, a diff's messages and records."""
 
-TIMELINE_MAX_PAGE = 2000
+MAX_PAGE = 2000
 """The most records one timeline document holds.
 
 Its records carry every field of every event; a runtime thread of 1,000 turns
@@ -226,18 +227,17 @@ Its records carry every field of every event; a runtime thread of 1,000 turns
 
 
 def page_limit(raw: str) -> int:
-    """The ``limit`` query parameter (empty: :data:`TIMELINE_PAGE`).
+    """The ``limit`` query parameter (empty: :data:`PAGE`).
 
     Raises:
-        ValueError: It is not a whole number from 1 to :data:`TIMELINE_MAX_PAGE`.
+        ValueError: It is not a whole number from 1 to :data:`MAX_PAGE`.
     """
     raw = raw.strip()
     if not raw:
-        return TIMELINE_PAGE
-    if not raw.isdigit() or not 1 <= int(raw) <= TIMELINE_MAX_PAGE:
+        return PAGE
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
         raise ValueError(
-            f"limit must be a number of records from 1 to {TIMELINE_MAX_PAGE}, "
-            f"not {raw!r}"
+            f"limit must be a number of records from 1 to {MAX_PAGE}, not {raw!r}"
         )
     return int(raw)
 
@@ -267,7 +267,7 @@ async def timeline_view(
     cache: AttentionCache,
     *,
     before: int | None = None,
-    limit: int = TIMELINE_PAGE,
+    limit: int = PAGE,
     run: str | None = None,
 ) -> dict[str, Any]:
     """A page of a thread's records grouped by run, the runs they touch, its badges.
@@ -348,7 +348,7 @@ async def state_view(
 ) -> dict[str, Any]:
     """The state as of ``at`` (default: the head), as ``agent-journal state`` has it.
 
-    Unless ``all_messages``, the context is cut to its last :data:`TIMELINE_PAGE`
+    Unless ``all_messages``, the context is cut to its last :data:`PAGE`
     messages, in the list and in the state's JSON alike (``messages_total`` says
     how many it holds): a long thread's context is most of its bytes.
 
@@ -359,7 +359,7 @@ async def state_view(
     document = render_json(report)
     state = msgspec.json.decode(document) if document is not None else {}
     context = report.state.context
-    shown = context if all_messages else context[-TIMELINE_PAGE:]
+    shown = context if all_messages else context[-PAGE:]
     if len(shown) < len(context) and isinstance(state.get("context"), list):
         state["context"] = state["context"][-len(shown) :] if shown else []
     return {
@@ -378,7 +378,7 @@ async def diff_view(
     """What changed from ``start`` to ``stop``, as ``agent-journal diff`` has it.
 
     The messages added, those removed and the records in between are the last
-    :data:`TIMELINE_PAGE` of each (``added_total``, ``removed_total`` and
+    :data:`PAGE` of each (``added_total``, ``removed_total`` and
     ``records_total`` say how many there are).
 
     Raises:
@@ -399,13 +399,13 @@ async def diff_view(
         ],
         # Each list's last page: a diff over a long thread adds its whole context.
         "added_total": len(report.added),
-        "added": _messages(report.added[-TIMELINE_PAGE:]),
+        "added": _messages(report.added[-PAGE:]),
         "removed_total": len(report.removed),
-        "removed": _messages(report.removed[-TIMELINE_PAGE:]),
+        "removed": _messages(report.removed[-PAGE:]),
         # The newest page of them, as the timeline pages: the page links to the
         # timeline for those before it.
         "records_total": len(report.records),
-        "records": [record_view(r) for r in report.records[-TIMELINE_PAGE:]],
+        "records": [record_view(r) for r in report.records[-PAGE:]],
     }
 
 

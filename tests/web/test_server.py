@@ -22,7 +22,7 @@ from journal.web.command import MISSING_EXTRA, access_for
 from journal.web.runs import arrange, pruned
 from journal.web.security import COOKIE_NAME, AccessPolicy, is_loopback
 from journal.web.server import UiConfig, create_app
-from journal.web.views import TIMELINE_MAX_PAGE, TIMELINE_PAGE, thread_params
+from journal.web.views import MAX_PAGE, PAGE, thread_params
 from tests.web.incident import (
     HOSTILE_KEY,
     INCIDENT_CALL,
@@ -160,12 +160,12 @@ async def test_a_long_timeline_comes_a_page_at_a_time(long_client, long_root):
     head = 2 * LONG_RUNS + 1
     status, doc = await _get(long_client, "/api/timeline", **thread_params(key))
     assert status == 200
-    first = head - TIMELINE_PAGE + 1
+    first = head - PAGE + 1
     assert doc["head"] == head
     assert doc["window"] == {
         "first": first,
         "last": head,
-        "limit": TIMELINE_PAGE,
+        "limit": PAGE,
         "earlier": True,
         "later": False,
     }
@@ -238,7 +238,7 @@ async def test_a_long_diff_holds_the_last_page_of_its_records(long_client, long_
     assert status == 200
     assert doc["records_total"] == head
     assert [r["version"] for r in doc["records"]] == list(
-        range(head - TIMELINE_PAGE + 1, head + 1)
+        range(head - PAGE + 1, head + 1)
     )
     # The messages added: their last page too, and how many there are.
     assert doc["added_total"] == 2 * LONG_RUNS
@@ -246,7 +246,7 @@ async def test_a_long_diff_holds_the_last_page_of_its_records(long_client, long_
         f"question {LONG_RUNS - 1}",
         f"answer {LONG_RUNS - 1}",
     ]
-    assert len(doc["added"]) == TIMELINE_PAGE
+    assert len(doc["added"]) == PAGE
     status, doc = await _get(long_client, "/api/diff", **params, **{"from": "250"})
     assert doc["records_total"] == head - 250
     assert [r["version"] for r in doc["records"]] == list(range(251, head + 1))
@@ -260,7 +260,7 @@ async def test_a_long_context_comes_as_its_last_page_unless_all_is_asked(
     status, doc = await _get(long_client, "/api/state", **params)
     assert status == 200
     assert doc["messages_total"] == 2 * LONG_RUNS
-    assert len(doc["messages"]) == TIMELINE_PAGE
+    assert len(doc["messages"]) == PAGE
     assert doc["messages"][-1]["summary"] == f"answer {LONG_RUNS - 1}"
     # The state's JSON holds the same messages as the list, in full.
     context = doc["state"]["context"]
@@ -281,9 +281,9 @@ async def test_a_long_context_comes_as_its_last_page_unless_all_is_asked(
     [
         (
             {"limit": "0"},
-            f"limit must be a number of records from 1 to {TIMELINE_MAX_PAGE}, not '0'",
+            f"limit must be a number of records from 1 to {MAX_PAGE}, not '0'",
         ),
-        ({"limit": str(TIMELINE_MAX_PAGE + 1)}, "limit must be a number of records"),
+        ({"limit": str(MAX_PAGE + 1)}, "limit must be a number of records"),
         ({"limit": "ten"}, "not 'ten'"),
         ({"limit": "-5"}, "not '-5'"),
         ({"before": "x"}, "before must be a version number"),
