@@ -15,7 +15,7 @@ from projections.audit import RunLedger
 from projections.base import fold
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
     from journal.codec import Record
     from projections.audit import RunEntry, ToolCallEntry
@@ -26,7 +26,9 @@ __all__ = [
     "Segment",
     "ThreadRuns",
     "arrange",
+    "call_requests",
     "call_status",
+    "calls_before",
     "pruned",
     "record_run",
     "run_tree",
@@ -170,13 +172,51 @@ def run_tree(
     return roots, nodes
 
 
-def segments(records: list[Record], window: range | None = None) -> list[Segment]:
+def call_requests(records: list[Record]) -> dict[str, list[tuple[int, str]]]:
+    """Each tool call id's requests: ``(version, run id)``, in version order."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for record in records:
+        for event in record.events:
+            if isinstance(event, ev.ToolCallRequested):
+                run_id = event.run_id or record.run_id or ""
+                out.setdefault(event.call_id, []).append((record.version, run_id))
+    return out
+
+
+def calls_before(
+    requests: Mapping[str, list[tuple[int, str]]], version: int
+) -> dict[str, str]:
+    """Tool call id to run id, as the records before ``version`` left it.
+
+    Args:
+        requests: What :func:`call_requests` gives.
+        version: The first version not counted.
+    """
+    out: dict[str, str] = {}
+    for call_id, asked in requests.items():
+        run_id = None
+        for at, run in asked:
+            if at >= version:
+                break
+            run_id = run
+        if run_id is not None:
+            out[call_id] = run_id
+    return out
+
+
+def segments(
+    records: list[Record],
+    window: range | None = None,
+    known: Mapping[str, str] | None = None,
+) -> list[Segment]:
     """The records of ``window`` (versions; all when None), cut where the run changes.
 
     Every record is looked at, so that a result settling a call requested before
-    the window still goes with the call's run.
+    the window still goes with the call's run; ``known`` holds the calls requested
+    before the first of ``records`` (see :func:`calls_before`), when ``records`` are
+    not all of the thread's.
     """
-    call_runs: dict[str, str] = {}
+    call_runs: dict[str, str] = dict(known or {})
     out: list[Segment] = []
     for record in records:
         for event in record.events:

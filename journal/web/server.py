@@ -21,6 +21,7 @@ from journal.cli.errors import EXIT_USAGE, CommandError
 from journal.cli.options import ThreadFilter
 from journal.errors import InvalidKeyError, JournalError
 from journal.web.attention import AttentionCache
+from journal.web.run_cache import RunCache
 from journal.web.security import COOKIE_NAME, TOKEN_PARAM
 from journal.web.views import (
     THREAD_PARAMS,
@@ -83,6 +84,7 @@ class UiConfig:
     poll_interval: float = 1.0
     keepalive: float = 15.0
     cache: AttentionCache = field(default_factory=AttentionCache)
+    runs: RunCache = field(default_factory=RunCache)
 
 
 _CONFIG = web.AppKey("config", UiConfig)
@@ -243,6 +245,7 @@ async def _timeline(request: web.Request) -> web.StreamResponse:
             before=before,
             limit=limit,
             run=request.query.get("run"),
+            run_cache=config.runs,
         )
 
     return await _answer(build)

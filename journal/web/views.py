@@ -31,7 +31,8 @@ from journal.cli.progress import NO_PROGRESS
 from journal.cli.render_json import event_json, record_json, render_json, thread_json
 from journal.cli.reports import VerifyThreadsReport
 from journal.keys import ThreadKey
-from journal.web.runs import call_status, pruned, run_tree, segments
+from journal.web.run_cache import RunCache
+from journal.web.runs import call_status, calls_before, pruned, segments
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -269,6 +270,7 @@ async def timeline_view(
     before: int | None = None,
     limit: int = PAGE,
     run: str | None = None,
+    run_cache: RunCache | None = None,
 ) -> dict[str, Any]:
     """A page of a thread's records grouped by run, the runs they touch, its badges.
 
@@ -281,18 +283,25 @@ async def timeline_view(
         limit: Records a page holds at most.
         run: The selected run: its node is always among the runs, and without
             ``before`` the page ends with it.
+        run_cache: Where the thread's runs at this head may be kept (without
+            one, they are read from all its records for this page).
 
     Raises:
         CommandError: The thread has no records.
         ValueError: ``before`` is 0.
     """
     head = await existing_head(journal, key, root)
-    records = [r async for r in journal.records(key, 1, head + 1)]
-    first = records[0].version if records else 1
-    roots, nodes = run_tree(records, {str(key), key.prefix, thread_label(key)})
+    names = {str(key), key.prefix, thread_label(key)}
+    runs_at = await (run_cache or RunCache()).get(journal, key, head, names)
+    first, roots, nodes = runs_at.first, runs_at.roots, runs_at.runs
     selected = nodes.get(run) if run is not None else None
     window = _window(first, head, before, limit, selected)
-    shown = segments(records, window)
+    records = (
+        [r async for r in journal.records(key, window.start, window.stop)]
+        if window
+        else []
+    )
+    shown = segments(records, known=calls_before(runs_at.requests, window.start))
     # The runs the page's records belong to, those open over any of its versions
     # (a parent run spans its children's records), and the selected one.
     keep = {s.run_id for s in shown if s.run_id is not None}

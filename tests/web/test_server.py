@@ -18,11 +18,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from journal import Journal, MessageAppended, Msg, RunStarted, ThreadKey
 from journal.cli import main
+from journal.web.attention import AttentionCache
 from journal.web.command import MISSING_EXTRA, access_for
+from journal.web.run_cache import RunCache
 from journal.web.runs import arrange, pruned
 from journal.web.security import COOKIE_NAME, AccessPolicy, is_loopback
 from journal.web.server import UiConfig, create_app
-from journal.web.views import MAX_PAGE, PAGE, thread_params
+from journal.web.views import MAX_PAGE, PAGE, thread_params, timeline_view
 from tests.web.incident import (
     HOSTILE_KEY,
     INCIDENT_CALL,
@@ -274,6 +276,91 @@ async def test_a_long_context_comes_as_its_last_page_unless_all_is_asked(
     status, doc = await _get(long_client, "/api/state", **params, messages="some")
     assert status == 400
     assert "messages must be 'all' or left out, not 'some'" in doc["error"]
+
+
+def _count_full_reads(journal: Journal, key: ThreadKey) -> list[int]:
+    """Wrap ``journal.records``: the list grows by one at each read of ``key`` from
+    its first record."""
+    reads: list[int] = []
+    records = journal.records
+
+    def counted(k, start=1, stop=None):
+        if k == key and start <= 1:
+            reads.append(start)
+        return records(k, start, stop)
+
+    journal.records = counted  # type: ignore[method-assign]
+    return reads
+
+
+async def test_pages_at_one_head_read_only_their_window(tmp_path):
+    root = str(tmp_path / "journal")
+    key = await build_long(root)
+    journal = Journal.open(root)
+    reads = _count_full_reads(journal, key)
+    app = create_app(UiConfig(journal, root, AccessPolicy("127.0.0.1")))
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        params = thread_params(key)
+        status, newest = await _get(client, "/api/timeline", **params)
+        assert status == 200
+        after_first = len(reads)  # the runs, and the badges (verify, the ledger)
+        assert after_first >= 1
+        pages = ({"before": "100"}, {"run": long_run(30)}, {"before": "60"})
+        for query in pages:
+            status, doc = await _get(
+                client, "/api/timeline", **params, **query, limit="25"
+            )
+            assert status == 200
+        assert len(reads) == after_first
+        # The same page again is the same document.
+        _, again = await _get(client, "/api/timeline", **params)
+        assert again == newest
+        # The head moves: the runs are read again, the new run among them.
+        async with journal.writer(key, holder="another") as w:
+            await w.append([RunStarted("late")], run_id="late")
+        status, doc = await _get(client, "/api/timeline", **params)
+        assert len(reads) > after_first
+        assert doc["runs"][-1]["run_id"] == "late"
+        assert doc["runs"][-1]["status"] == "unfinished"
+    finally:
+        await client.close()
+        await journal.aclose()
+
+
+async def test_a_kept_run_tree_gives_the_pages_a_fresh_read_gives(long_root):
+    root, key = long_root
+    async with Journal.open(root) as journal:
+        cache, kept = AttentionCache(), RunCache()
+        for query in (
+            {},
+            {"before": 100, "limit": 25},
+            {"before": 76, "limit": 1},  # a result whose request is on the page before
+            {"run": long_run(10), "limit": 4},
+            {"before": 1},
+        ):
+            fresh = await timeline_view(journal, root, key, cache, **query)
+            cached = await timeline_view(
+                journal, root, key, cache, **query, run_cache=kept
+            )
+            assert cached == fresh, query
+
+
+async def test_the_run_cache_keeps_the_threads_shown_last():
+    key_a, key_b = ThreadKey("bot", "a"), ThreadKey("bot", "b")
+    async with Journal.open("memory://web-run-cache") as journal:
+        for key in (key_a, key_b):
+            async with journal.writer(key) as w:
+                await w.append([RunStarted("r")], run_id="r")
+        reads_a = _count_full_reads(journal, key_a)
+        cache = RunCache(size=1)
+        first = await cache.get(journal, key_a, 2, ())
+        assert await cache.get(journal, key_a, 2, ()) is first
+        assert len(reads_a) == 1
+        await cache.get(journal, key_b, 2, ())  # pushes a out
+        assert await cache.get(journal, key_a, 2, ()) is not first
+        assert len(reads_a) == 2
 
 
 @pytest.mark.parametrize(
