@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING
 
 from journal.cli.commands.verify import verify_one
 from journal.errors import JournalError
-from journal.web.runs import arrange, call_status
+from journal.web.runs import call_status, run_tree
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from journal.codec import Record
     from journal.engine import Journal
     from journal.keys import ThreadKey
+    from journal.web.run_cache import RunsAt
+    from journal.web.runs import RunNode
 
 __all__ = ["Attention", "AttentionCache", "attention_of"]
 
@@ -59,25 +63,31 @@ class Attention:
 
 def runs_attention(records: list[Record]) -> tuple[list[str], list[str]]:
     """The interrupted (or unfinished) runs and the uncertain calls of ``records``."""
-    arranged = arrange(records)
+    return _needing(run_tree(records)[1])
+
+
+def _needing(runs: Mapping[str, RunNode]) -> tuple[list[str], list[str]]:
     interrupted = [
         run_id
-        for run_id, node in arranged.runs.items()
+        for run_id, node in runs.items()
         if run_id and node.entry.status in ("interrupted", "unfinished")
     ]
     uncertain = [
         call.call_id
-        for node in arranged.runs.values()
+        for node in runs.values()
         for call in node.entry.tool_calls
         if call_status(call, node.entry.status) == "uncertain"
     ]
     return interrupted, uncertain
 
 
-async def attention_of(journal: Journal, key: ThreadKey) -> Attention:
+async def attention_of(
+    journal: Journal, key: ThreadKey, known: RunsAt | None = None
+) -> Attention:
     """Read and verify ``key`` and say what needs attention.
 
-    A thread that cannot be read is a problem, not an error.
+    ``known``: the thread's runs, already read (at the head found here, they are
+    not read again). A thread that cannot be read is a problem, not an error.
     """
     report = await verify_one(journal, key)
     problems = [str(f) for f in report.problems]
@@ -87,8 +97,11 @@ async def attention_of(journal: Journal, key: ThreadKey) -> Attention:
     uncertain: list[str] = []
     try:
         head = await journal.head(key)
-        records = [r async for r in journal.records(key, 1, head + 1)]
-        interrupted, uncertain = runs_attention(records)
+        if known is not None and known.head == head:
+            interrupted, uncertain = _needing(known.runs)
+        else:
+            records = [r async for r in journal.records(key, 1, head + 1)]
+            interrupted, uncertain = runs_attention(records)
     except JournalError as exc:
         problems.append(f"the records cannot be read: {exc}")
     return Attention(head, interrupted, uncertain, problems, warnings)
@@ -106,12 +119,21 @@ class AttentionCache:
         self._known: dict[ThreadKey, Attention] = {}
         self._lock = asyncio.Lock()
 
-    async def get(self, journal: Journal, key: ThreadKey, head: int) -> Attention:
-        """The attention of ``key`` at ``head``, from the cache when it is current."""
+    async def get(
+        self,
+        journal: Journal,
+        key: ThreadKey,
+        head: int,
+        runs: RunsAt | None = None,
+    ) -> Attention:
+        """The attention of ``key`` at ``head``, from the cache when it is current.
+
+        ``runs``: the thread's runs, when the caller has read them already.
+        """
         known = self._known.get(key)
         if known is not None and known.head == head:
             return known
-        fresh = await attention_of(journal, key)
+        fresh = await attention_of(journal, key, runs)
         async with self._lock:
             self._known[key] = fresh
         return fresh

@@ -313,7 +313,7 @@ async def timeline_view(
     )
     if run is not None:
         keep.add(run)
-    attention = await cache.get(journal, key, head)
+    attention = await cache.get(journal, key, head, runs_at)
     return {
         "thread": thread_ref(key),
         "head": head,
