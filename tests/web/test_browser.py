@@ -359,7 +359,9 @@ def test_a_long_timeline_pages_through_its_records(browser, tmp_path):
         expect(page.get_by_test_id("record").last).to_have_attribute(
             "data-version", str(head)
         )
-        expect(page.get_by_test_id("runs-shown")).to_contain_text(f"{LONG_RUNS} runs")
+        expect(page.get_by_test_id("runs-shown")).to_contain_text(
+            f"{LONG_RUNS} runs in this thread"
+        )
         expect(page.get_by_test_id("later-records")).to_have_count(0)
 
         _go(page, lambda: page.get_by_test_id("earlier-records").click())

@@ -349,7 +349,7 @@
           el("h2", {}, "Runs"),
           doc.runs_total > doc.runs.length
             ? el("p", { className: "muted", testid: "runs-shown" },
-                `${doc.runs_total} runs; those of these records shown`)
+                `${doc.runs_total.toLocaleString("en")} runs in this thread; those of these records shown`)
             : null,
           doc.runs.length ? runTree(doc, doc.runs, selected) : el("p", { className: "muted" }, "No runs."),
           run ? runPanel(doc, run, search.get("call")) :
