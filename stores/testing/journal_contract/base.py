@@ -10,6 +10,7 @@ store that records every call and can run hooks around ``create``.
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -206,15 +207,18 @@ def new_key(**ids: str | None) -> ThreadKey:
     return ThreadKey(**args)
 
 
-def chunk_ending_ids(n: int) -> list[str]:
+def chunk_ending_ids(n: int, seed: int | None = None) -> list[str]:
     """``n`` fresh message ids that each end a checkpoint chunk (one id in 64 does).
 
     A context of such messages has a chunk per message, so a test reaches many
-    chunks (and chunk index blobs) with few messages.
+    chunks (and chunk index blobs) with few messages. With ``seed``, the same ids
+    every run: how chunk references group into index blobs follows from their
+    digests, so a test that counts groups needs them fixed.
     """
+    rng = random.Random(seed) if seed is not None else None  # noqa: S311 (test ids)
     out: list[str] = []
     while len(out) < n:
-        candidate = uuid.uuid4().hex
+        candidate = uuid.uuid4().hex if rng is None else f"{rng.getrandbits(128):032x}"
         if ends_chunk(candidate):
             out.append(candidate)
     return out
