@@ -365,12 +365,12 @@ async def state_view(
         CommandError: The thread does not exist or has no version ``at``.
     """
     report = await show_state(journal, StateOptions(root=root, key=key, at=at))
-    document = render_json(report)
-    state = msgspec.json.decode(document) if document is not None else {}
     context = report.state.context
     shown = context if all_messages else context[-PAGE:]
-    if len(shown) < len(context) and isinstance(state.get("context"), list):
-        state["context"] = state["context"][-len(shown) :] if shown else []
+    # The state's own JSON (what ``state --json`` prints) of the messages shown
+    # only: not the whole context's, indented, decoded, then cut.
+    trimmed = msgspec.structs.replace(report.state, context=shown)
+    state = msgspec.json.decode(trimmed.to_json())
     return {
         "thread": thread_ref(key),
         "head": report.head,
