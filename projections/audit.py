@@ -154,7 +154,7 @@ class RunLedger:
                 self._end(state, run_id, record, "interrupted", reason)
                 state[run_id].interrupted_by = event.by
             case ev.ToolCallRequested():
-                run_id = event.run_id or record.run_id or ""
+                run_id = self.request_run(event, record)
                 entry = state.setdefault(run_id, RunEntry(run_id, record.version))
                 entry.tool_calls.append(
                     ToolCallEntry(
@@ -174,6 +174,14 @@ class RunLedger:
             case _:
                 pass
         return state
+
+    @staticmethod
+    def request_run(event: ev.ToolCallRequested, record: Record) -> str:
+        """The run a tool call request is filed under.
+
+        The one it names, else its record's, else ``""`` (outside any run).
+        """
+        return event.run_id or record.run_id or ""
 
     @staticmethod
     def _end(

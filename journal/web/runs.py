@@ -178,7 +178,7 @@ def call_requests(records: list[Record]) -> dict[str, list[tuple[int, str]]]:
     for record in records:
         for event in record.events:
             if isinstance(event, ev.ToolCallRequested):
-                run_id = event.run_id or record.run_id or ""
+                run_id = RunLedger.request_run(event, record)
                 out.setdefault(event.call_id, []).append((record.version, run_id))
     return out
 
@@ -221,7 +221,7 @@ def segments(
     for record in records:
         for event in record.events:
             if isinstance(event, ev.ToolCallRequested):
-                call_runs[event.call_id] = event.run_id or record.run_id or ""
+                call_runs[event.call_id] = RunLedger.request_run(event, record)
         if window is not None and record.version not in window:
             continue
         run_id = record_run(record, call_runs) or None
